@@ -1,0 +1,43 @@
+"""The project's exception hierarchy: every error we raise derives from ``ScrapyClusterError``."""
+
+from __future__ import annotations
+
+
+class ScrapyClusterError(Exception):
+    """Base of every error raised by scrapy-cluster."""
+
+
+class SettingsError(ScrapyClusterError):
+    """A setting could not be read or parsed."""
+
+
+class BusError(ScrapyClusterError):
+    """The message bus failed (broker unreachable, delivery failed, ...)."""
+
+
+class MessageTooLargeError(BusError):
+    """A message exceeds the bus's configured maximum size; it was not sent."""
+
+
+class BusUnavailableError(BusError):
+    """The broker or Redis behind the bus cannot be reached."""
+
+
+class FrontierError(ScrapyClusterError):
+    """The distributed frontier refused or failed an operation."""
+
+
+class InvalidRequestError(FrontierError):
+    """A crawl request is malformed (missing url, bad priority, ...)."""
+
+
+class ValidationError(ScrapyClusterError):
+    """An API message does not match any schema; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ServiceError(ScrapyClusterError):
+    """An external process (redis-server, broker) could not be started or reached."""

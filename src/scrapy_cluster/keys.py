@@ -1,0 +1,78 @@
+"""Every Redis key name used by scrapy-cluster, built in one place.
+
+Seed key names are kept exactly, because operators know them. Keys that are
+new in scrapy-cluster are documented with their owner and lifetime in
+``docs/architecture.md`` (section "Redis keys"). No other module formats a key.
+"""
+
+from __future__ import annotations
+
+
+# --- Crawl queues and filters (owner: frontier) ------------------------------
+
+def domain_queue(spiderid: str, domain: str) -> str:
+    """``<spiderid>:<domain>:queue`` — the domain's request queue."""
+    return f"{spiderid}:{domain}:queue"
+
+
+def dupefilter(spiderid: str, crawlid: str) -> str:
+    """``<spiderid>:dupefilter:<crawlid>`` — fingerprints seen by one crawl; TTL DUPEFILTER_TIMEOUT."""
+    return f"{spiderid}:dupefilter:{crawlid}"
+
+
+def crawl_blacklist(spiderid: str) -> str:
+    """``<spiderid>:blacklist`` — crawlids that were stopped or expired (permanent)."""
+    return f"{spiderid}:blacklist"
+
+
+def throttle_prefix(domain: str, *, spiderid: str | None, ip: str | None) -> str:
+    """``<spiderid>:<ip>:<domain>`` with parts omitted by throttle style."""
+    parts = [part for part in (spiderid, ip) if part]
+    return ":".join([*parts, domain])
+
+
+def throttle_window(domain: str, *, spiderid: str | None, ip: str | None) -> str:
+    return throttle_prefix(domain, spiderid=spiderid, ip=ip) + ":throttle_window"
+
+
+def throttle_time(domain: str, *, spiderid: str | None, ip: str | None) -> str:
+    return throttle_prefix(domain, spiderid=spiderid, ip=ip) + ":throttle_time"
+
+
+def crawl_timeout(spiderid: str, appid: str, crawlid: str) -> str:
+    """``timeout:<spiderid>:<appid>:<crawlid>`` — epoch seconds when the crawl expires."""
+    return f"timeout:{spiderid}:{appid}:{crawlid}"
+
+
+# --- Redis Monitor jobs (owner: kafka monitor writes, redis monitor reads) ----
+
+def info_job(spiderid: str, appid: str, crawlid: str | None) -> str:
+    return f"info:{spiderid}:{appid}:{crawlid or ''}".rstrip(":")
+
+
+def stop_job(spiderid: str, appid: str, crawlid: str | None) -> str:
+    return f"stop:{spiderid}:{appid}:{crawlid or ''}".rstrip(":")
+
+
+def stats_job(stats_type: str, appid: str) -> str:
+    return f"statsrequest:{stats_type}:{appid}"
+
+
+def domain_config_job(action: str, domain: str, appid: str) -> str:
+    return f"zk:{action}:{domain}:{appid}"
+
+
+# --- Stats (owner: stats collector) ---------------------------------------------
+
+def stats_key(component: str, *parts: str | int) -> str:
+    """``stats:<component>:<part>:...`` e.g. ``stats:kafka-monitor:total:3600``."""
+    return ":".join(["stats", component, *map(str, parts)])
+
+
+def heartbeat(component: str, machine: str, *parts: str) -> str:
+    """``stats:<component>:self:<machine>[:<spiderid>]:<id>``; TTL HEARTBEAT_TIMEOUT."""
+    return ":".join(["stats", component, "self", machine, *parts])
+
+
+def rest_poll(uuid: str) -> str:
+    return f"rest:poll:{uuid}"

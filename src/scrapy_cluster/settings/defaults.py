@@ -1,0 +1,260 @@
+"""Built-in defaults for every setting, with the component(s) that read it.
+
+This module is the single source of truth: ``docs/settings.md`` is generated
+from it (``scrapy-cluster settings --markdown``) and a test keeps the two in
+step. Names and defaults follow the original Scrapy Cluster 1.2 settings pages;
+where a component's original default differs from another component's (for
+example ``SLEEP_TIME``), the per-component value lives in ``COMPONENT_DEFAULTS``.
+Changed defaults say why in their description.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+ALL_COMPONENTS = ("kafka-monitor", "crawler", "redis-monitor", "rest")
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    name: str
+    default: Any
+    doc: str
+    section: str
+    components: tuple[str, ...] = ALL_COMPONENTS
+
+
+SPECS: list[SettingSpec] = []
+
+
+def _declare(section: str, name: str, default: Any, doc: str,
+             components: tuple[str, ...] = ALL_COMPONENTS) -> None:
+    SPECS.append(SettingSpec(name, default, doc, section, components))
+
+
+KM, CR, RM, REST = "kafka-monitor", "crawler", "redis-monitor", "rest"
+STATS_WINDOWS = [
+    "SECONDS_15_MINUTE", "SECONDS_1_HOUR", "SECONDS_6_HOUR",
+    "SECONDS_12_HOUR", "SECONDS_1_DAY", "SECONDS_1_WEEK",
+]
+
+# --- Core ---------------------------------------------------------------
+_declare("Core", "SLEEP_TIME", 0.1,
+         "Seconds a component's main loop waits when it found nothing to do. "
+         "Kafka Monitor default 0.01. Loops block on their source where they can, "
+         "so this is only a fallback.", (KM, RM, REST))
+_declare("Core", "HEARTBEAT_TIMEOUT", 120,
+         "TTL in seconds of a process's self-reporting heartbeat key "
+         "(`stats:<component>:self:...`).")
+_declare("Core", "SC_DATA_DIR", "./.scrapy-cluster",
+         "Directory for the embedded Redis server's data (`scrapy-cluster up`).")
+_declare("Core", "RETRY_FAILURES", True,
+         "Retry a Redis Monitor action that failed unexpectedly.", (RM,))
+_declare("Core", "RETRY_FAILURES_MAX", 3,
+         "How many times a failed Redis Monitor action is retried.", (RM,))
+
+# --- Redis --------------------------------------------------------------
+_declare("Redis", "REDIS_URL", None,
+         "Redis connection URL (`redis://[:password@]host:port/db`, `rediss://` for TLS, "
+         "`unix:///path.sock?db=0`). Wins over REDIS_HOST/REDIS_PORT/REDIS_DB when set.")
+_declare("Redis", "REDIS_HOST", "localhost", "The Redis host.")
+_declare("Redis", "REDIS_PORT", 6379, "The Redis port.")
+_declare("Redis", "REDIS_DB", 0, "The Redis database number.")
+_declare("Redis", "REDIS_PASSWORD", None, "Password for REDIS_HOST (ignored when REDIS_URL is set).")
+_declare("Redis", "REDIS_SOCKET_TIMEOUT", 10.0,
+         "Seconds a single Redis command may take before it fails.")
+_declare("Redis", "REDIS_LOCK_EXPIRATION", 6,
+         "Seconds a vacant Redis Monitor worker lock lives before another worker may take it.", (RM,))
+
+# --- Bus ----------------------------------------------------------------
+_declare("Bus", "BUS_BACKEND", "kafka",
+         "Message bus: `kafka` (scale-out) or `redis` (Redis Streams; one-Redis "
+         "deployments and the embedded `up` mode).")
+_declare("Bus", "BUS_MAX_MESSAGE_BYTES", 10 * 1024 * 1024,
+         "Largest encoded message the bus accepts; bigger ones are refused at produce time.")
+_declare("Bus", "REDIS_STREAM_MAXLEN", 100_000,
+         "Approximate MAXLEN each Redis stream is trimmed to on XADD (Redis Streams bus).")
+_declare("Bus", "REDIS_STREAM_CLAIM_IDLE_MS", 60_000,
+         "Milliseconds an entry may stay pending with a dead consumer before another "
+         "consumer of the group claims it (XAUTOCLAIM).")
+
+# --- Kafka --------------------------------------------------------------
+_declare("Kafka", "KAFKA_HOSTS", "localhost:9092",
+         "Kafka bootstrap servers, comma separated (`h1:9092,h2:9092`).")
+_declare("Kafka", "KAFKA_CONFIG", {},
+         "Extra librdkafka configuration merged into every client (SASL, TLS, ...), "
+         "e.g. `{\"security.protocol\": \"SASL_SSL\", \"sasl.password\": \"...\"}`.")
+_declare("Kafka", "KAFKA_TOPIC_PREFIX", "demo",
+         "Prefix of every topic: `<prefix>.incoming`, `<prefix>.crawled_firehose`, "
+         "`<prefix>.outbound_firehose`, ...")
+_declare("Kafka", "KAFKA_INCOMING_TOPIC", "demo.incoming",
+         "Topic the Kafka Monitor reads API requests from.", (KM, REST))
+_declare("Kafka", "KAFKA_GROUP", "demo-group",
+         "Consumer group of the Kafka Monitor instances.", (KM,))
+_declare("Kafka", "KAFKA_FEED_TIMEOUT", 10,
+         "Seconds `feed` waits for the broker to confirm a request (Kafka Monitor default 5).",
+         (KM, REST))
+_declare("Kafka", "KAFKA_CONSUMER_AUTO_OFFSET_RESET", "earliest",
+         "Where a consumer group with no committed offset starts: `earliest` or `latest` "
+         "(Rest default `latest`).", (KM, REST))
+_declare("Kafka", "KAFKA_CONSUMER_TIMEOUT", 50,
+         "Milliseconds one consumer poll waits for a message.", (KM, REST))
+_declare("Kafka", "KAFKA_CONSUMER_COMMIT_INTERVAL_MS", 5000,
+         "Kept for compatibility. Offsets are committed only after a message was handled "
+         "(at-least-once), never on a timer.", (KM, REST))
+_declare("Kafka", "KAFKA_CONSUMER_AUTO_COMMIT_ENABLE", True,
+         "Kept for compatibility; offsets are always committed explicitly after handling.",
+         (KM, REST))
+_declare("Kafka", "KAFKA_CONSUMER_FETCH_MESSAGE_MAX_BYTES", 10 * 1024 * 1024,
+         "Largest single message a consumer fetches.", (KM, REST))
+_declare("Kafka", "KAFKA_CONSUMER_SLEEP_TIME", 1,
+         "Seconds the Rest service's consumer thread idles between empty polls.", (REST,))
+_declare("Kafka", "KAFKA_PRODUCER_TOPIC", "demo.incoming",
+         "Topic the Rest service feeds requests to.", (REST,))
+_declare("Kafka", "KAFKA_PRODUCER_BATCH_LINGER_MS", 25,
+         "Milliseconds the producer waits to batch messages (librdkafka `linger.ms`).")
+_declare("Kafka", "KAFKA_PRODUCER_BUFFER_BYTES", 4 * 1024 * 1024,
+         "Producer TCP send buffer size in bytes (librdkafka `socket.send.buffer.bytes`).")
+_declare("Kafka", "KAFKA_CONN_TIMEOUT", 5,
+         "Seconds to wait when connecting to the bus.", (RM, CR))
+_declare("Kafka", "KAFKA_APPID_TOPICS", False,
+         "Also send results to `<prefix>.crawled_<appid>` / `<prefix>.outbound_<appid>`.",
+         (CR, RM))
+_declare("Kafka", "KAFKA_BASE_64_ENCODE", False,
+         "Base64-encode every crawled body. Bodies that are not valid UTF-8 are always "
+         "sent base64 (with `encoding_base64: true`), whatever this says.", (CR,))
+
+# --- ZooKeeper / domain config -------------------------------------------
+_declare("ZooKeeper", "ZOOKEEPER_ASSIGN_PATH", "/scrapy-cluster/crawler/",
+         "ZooKeeper folder holding the cluster's domain configuration.", (CR, RM))
+_declare("ZooKeeper", "ZOOKEEPER_ID", "all",
+         "Name of the domain-configuration node inside ZOOKEEPER_ASSIGN_PATH.", (CR, RM))
+_declare("ZooKeeper", "ZOOKEEPER_HOSTS", "localhost:2181", "ZooKeeper connection string.", (CR, RM))
+_declare("ZooKeeper", "DOMAIN_CONFIG_BACKEND", "redis",
+         "Where the cluster's domain throttles and blacklist live: `redis` or `zookeeper`.",
+         (CR, RM, KM))
+
+# --- Plugins ------------------------------------------------------------
+_declare("Plugins", "PLUGIN_DIR", "plugins/",
+         "Kept for compatibility; plugins are located by dotted path.", (KM, RM))
+_declare("Plugins", "PLUGINS", {},
+         "`{'dotted.path.Class': rank}`; lower ranks are tried first. Per-component defaults.",
+         (KM, RM))
+
+# --- Logging --------------------------------------------------------------
+_declare("Logging", "LOGGER_NAME", "scrapy-cluster", "Logger name (per-component default).",
+         (KM, RM, REST))
+_declare("Logging", "LOG_DIR", "logs", "Directory of the log file when LOG_STDOUT is False.")
+_declare("Logging", "LOG_FILE", "scrapy_cluster.log",
+         "Log file name (per-component default); rolls to `.1`, `.2`, ...")
+_declare("Logging", "LOG_MAX_BYTES", 10 * 1024 * 1024, "Size in bytes at which the log file rolls.")
+_declare("Logging", "LOG_BACKUPS", 5, "Rolled log files kept.")
+_declare("Logging", "LOG_STDOUT", True, "Log to standard output instead of LOG_DIR/LOG_FILE.")
+_declare("Logging", "LOG_JSON", False, "Write each log record as one JSON line.")
+_declare("Logging", "LOG_LEVEL", "INFO", "Lowest level written.")
+for _name, _default in (("SC_LOGGER_NAME", "sc-crawler"), ("SC_LOG_DIR", "logs"),
+                        ("SC_LOG_FILE", "sc_crawler.log"),
+                        ("SC_LOG_MAX_BYTES", 10 * 1024 * 1024), ("SC_LOG_BACKUPS", 5),
+                        ("SC_LOG_STDOUT", True), ("SC_LOG_JSON", False),
+                        ("SC_LOG_LEVEL", "INFO")):
+    _declare("Logging", _name, _default,
+             f"The crawler's twin of {_name[3:]} (the crawler reads the SC_ names).", (CR,))
+
+# --- Stats --------------------------------------------------------------
+_declare("Stats", "STATS_TOTAL", True, "Collect total and fail counts.", (KM, RM))
+_declare("Stats", "STATS_PLUGINS", True, "Collect per-plugin counts.", (KM, RM))
+_declare("Stats", "STATS_CYCLE", 5,
+         "Seconds between flushes of batched stats increments to Redis.")
+_declare("Stats", "STATS_DUMP", 60, "Log a stats summary every N seconds; 0 disables.", (KM, RM))
+_declare("Stats", "STATS_DUMP_CRAWL", True, "Redis Monitor also dumps crawler stats.", (RM,))
+_declare("Stats", "STATS_DUMP_QUEUE", True, "Redis Monitor also dumps queue backlog stats.", (RM,))
+_declare("Stats", "STATS_TIMES", STATS_WINDOWS,
+         "Rolling windows collected, by name (`SECONDS_15_MINUTE` ... `SECONDS_1_WEEK`).")
+_declare("Stats", "STATS_STATUS_CODES", True, "Collect response status-code stats.", (CR,))
+_declare("Stats", "STATUS_RESPONSE_CODES", [200, 404, 403, 504],
+         "Status codes with their own rolling-window stats.", (CR,))
+
+# --- Scheduler / frontier ---------------------------------------------------
+_declare("Scheduler", "SCHEDULER_PERSIST", True,
+         "Keep the spider's queues in Redis when a crawler shuts down.", (CR,))
+_declare("Scheduler", "SCHEDULER_QUEUE_REFRESH", 10,
+         "Kept for compatibility: new domains are dispatchable at once, no refresh cycle.", (CR,))
+_declare("Scheduler", "SCHEDULER_QUEUE_TIMEOUT", 3600,
+         "Seconds an idle dispatch view (spider type + IP) stays registered.", (CR,))
+_declare("Scheduler", "SCHEDULER_BACKLOG_BLACKLIST", True,
+         "Keep requests for blacklisted domains queued (True) or drop them at enqueue (False).",
+         (CR, KM))
+_declare("Scheduler", "SCHEDULER_TYPE_ENABLED", True,
+         "Throttle per spider type (keys include `<spiderid>`).", (CR,))
+_declare("Scheduler", "SCHEDULER_IP_ENABLED", True,
+         "Throttle per public IP (keys include `<ip>`).", (CR,))
+_declare("Scheduler", "SCHEDULER_IP_REFRESH", 60, "Seconds between public-IP lookups.", (CR,))
+_declare("Scheduler", "SCHEUDLER_ITEM_RETRIES", 2,
+         "Kept for compatibility (name as in the original); dispatch no longer cycles.", (CR,))
+_declare("Scheduler", "SCHEDULER_BUFFER_SIZE", 32,
+         "Requests fetched per frontier pop to refill the crawler's local buffer.", (CR,))
+_declare("Scheduler", "PUBLIC_IP_URL", "http://ip.42.pl/raw", "URL answering the public IP.", (CR,))
+_declare("Scheduler", "IP_ADDR_REGEX", r"(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})",
+         "Regex extracting the IP from PUBLIC_IP_URL's answer.", (CR,))
+_declare("Scheduler", "PUBLIC_IP", None,
+         "Fixed public IP used when PUBLIC_IP_URL cannot be reached.", (CR,))
+_declare("Scheduler", "LEASE_TIMEOUT", 600,
+         "Seconds a dispatched request stays leased to its crawler before the reaper "
+         "returns it to the queue.", (CR, RM))
+_declare("Scheduler", "DUPEFILTER_TIMEOUT", 600,
+         "Seconds a crawl's duplicate filter lives after its last use.", (CR, KM))
+
+# --- Throttle -----------------------------------------------------------
+_declare("Throttle", "QUEUE_HITS", 10, "Default requests per QUEUE_WINDOW per domain.", (CR, KM))
+_declare("Throttle", "QUEUE_WINDOW", 60, "Default throttle window in seconds.", (CR, KM))
+_declare("Throttle", "QUEUE_MODERATED", True,
+         "Space requests evenly (one per window/hits) instead of allowing bursts.", (CR, KM))
+
+# --- Crawler ------------------------------------------------------------
+_declare("Crawler", "CRAWLER_ALLOW_PRIVATE_NETWORKS", False,
+         "Allow URLs on loopback/private/link-local/metadata addresses (SSRF guard off).", (CR,))
+
+# --- Rest ---------------------------------------------------------------
+_declare("Rest", "FLASK_LOGGING_ENABLED", True, "Log each HTTP request of the Rest service.", (REST,))
+_declare("Rest", "FLASK_PORT", 5343, "Port of the Rest service (`SC` in hexadecimal).", (REST,))
+_declare("Rest", "DAEMON_THREAD_JOIN_TIMEOUT", 10,
+         "Seconds the Rest service's background workers get to stop.", (REST,))
+_declare("Rest", "WAIT_FOR_RESPONSE_TIME", 5,
+         "Seconds the Rest service waits for an answer before returning a poll id.", (REST,))
+_declare("Rest", "SCHEMA_DIR", "schemas/", "Directory of extra JSON Schemas for the Rest service.",
+         (REST,))
+
+DEFAULTS: dict[str, Any] = {spec.name: spec.default for spec in SPECS}
+
+COMPONENT_DEFAULTS: dict[str, dict[str, Any]] = {
+    KM: {
+        "SLEEP_TIME": 0.01,
+        "KAFKA_FEED_TIMEOUT": 5,
+        "LOGGER_NAME": "kafka-monitor",
+        "LOG_FILE": "kafka_monitor.log",
+        "PLUGINS": {
+            "scrapy_cluster.kafka_monitor.plugins.ScraperHandler": 100,
+            "scrapy_cluster.kafka_monitor.plugins.ActionHandler": 200,
+            "scrapy_cluster.kafka_monitor.plugins.StatsHandler": 300,
+            "scrapy_cluster.kafka_monitor.plugins.ZookeeperHandler": 400,
+        },
+    },
+    RM: {
+        "LOGGER_NAME": "redis-monitor",
+        "LOG_FILE": "redis_monitor.log",
+        "PLUGINS": {
+            "scrapy_cluster.redis_monitor.plugins.InfoMonitor": 100,
+            "scrapy_cluster.redis_monitor.plugins.StopMonitor": 200,
+            "scrapy_cluster.redis_monitor.plugins.ExpireMonitor": 300,
+            "scrapy_cluster.redis_monitor.plugins.StatsMonitor": 400,
+            "scrapy_cluster.redis_monitor.plugins.ZookeeperMonitor": 500,
+        },
+    },
+    REST: {
+        "KAFKA_CONSUMER_AUTO_OFFSET_RESET": "latest",
+        "LOGGER_NAME": "rest-service",
+        "LOG_FILE": "rest_service.log",
+    },
+    CR: {},
+}

@@ -1,0 +1,68 @@
+"""Shared fixtures: real services on free loopback ports, started only when a test asks.
+
+With ``CI`` set, a service that cannot start is a test error; otherwise the
+test is skipped with the reason and the install hint.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.support.services import RedisServer, ServiceUnavailable
+
+
+def service_unavailable(exc: Exception) -> None:
+    """Fail under CI, skip (saying what is missing) elsewhere."""
+    if os.environ.get("CI"):
+        pytest.fail(f"required test service unavailable under CI: {exc}", pytrace=False)
+    pytest.skip(f"test service unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer | str]:
+    """A private redis-server for the session (or the URL in SC_TEST_REDIS_URL)."""
+    external = os.environ.get("SC_TEST_REDIS_URL")
+    if external:
+        yield external
+        return
+    try:
+        server = RedisServer(Path(tmp_path_factory.mktemp("redis")))
+        server.start()
+    except ServiceUnavailable as exc:
+        service_unavailable(exc)
+        return
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server: RedisServer | str) -> str:
+    return redis_server if isinstance(redis_server, str) else redis_server.url
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    """A fresh client on an empty database; flushed after the test."""
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    yield client
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server owned by one test (it may stop, kill or restart it)."""
+    try:
+        server = RedisServer(tmp_path / "redis-private")
+        server.start()
+    except ServiceUnavailable as exc:
+        service_unavailable(exc)
+        return
+    yield server
+    server.stop()
