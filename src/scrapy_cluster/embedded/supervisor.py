@@ -1,0 +1,152 @@
+"""Run component processes as children: merged prefixed logs, restart with backoff, clean stop.
+
+Used by ``scrapy-cluster up``. Each child is described by a ``ChildSpec``;
+adding a component to the embedded cluster is one more spec.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import IO
+
+Sink = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """One supervised process: ``name`` prefixes its log lines."""
+
+    name: str
+    argv: Sequence[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Child:
+    spec: ChildSpec
+    process: subprocess.Popen[bytes] | None = None
+    started_at_s: float = 0.0
+    restarts: int = 0
+    next_start_at_s: float = 0.0
+
+
+def default_sink(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+class Supervisor:
+    """Starts children, restarts any that die (exponential backoff), stops them all on request.
+
+    A child that stayed up for ``stable_after_s`` gets its backoff reset.
+    """
+
+    def __init__(self, specs: Sequence[ChildSpec], *, sink: Sink = default_sink,
+                 backoff_initial_s: float = 1.0, backoff_max_s: float = 30.0,
+                 stable_after_s: float = 60.0, check_interval_s: float = 0.2) -> None:
+        self._children = [_Child(spec) for spec in specs]
+        self._sink = sink
+        self._sink_lock = threading.Lock()
+        self._backoff_initial_s = backoff_initial_s
+        self._backoff_max_s = backoff_max_s
+        self._stable_after_s = stable_after_s
+        self._check_interval_s = check_interval_s
+        self._stopping = threading.Event()
+
+    def emit(self, name: str, line: str) -> None:
+        with self._sink_lock:
+            self._sink(f"[{name}] {line}")
+
+    def pids(self) -> dict[str, int]:
+        """Current pid of each running child."""
+        return {c.spec.name: c.process.pid for c in self._children
+                if c.process is not None and c.process.poll() is None}
+
+    def restarts(self) -> dict[str, int]:
+        return {c.spec.name: c.restarts for c in self._children}
+
+    def start(self) -> None:
+        for child in self._children:
+            self._spawn(child)
+
+    def _spawn(self, child: _Child) -> None:
+        env = {**os.environ, **child.spec.env, "PYTHONUNBUFFERED": "1"}
+        child.process = subprocess.Popen(list(child.spec.argv), stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, env=env,
+                                         start_new_session=True)
+        child.started_at_s = time.monotonic()
+        stream = child.process.stdout
+        assert stream is not None
+        threading.Thread(target=self._pump, args=(child.spec.name, stream),
+                         name=f"log-{child.spec.name}", daemon=True).start()
+        self.emit("up", f"started {child.spec.name} (pid {child.process.pid})")
+
+    def _pump(self, name: str, stream: IO[bytes]) -> None:
+        for raw in iter(stream.readline, b""):
+            self.emit(name, raw.decode("utf-8", "replace").rstrip("\n"))
+        stream.close()
+
+    def check_once(self) -> None:
+        """Restart children that died (after their backoff); called by ``run``."""
+        now = time.monotonic()
+        for child in self._children:
+            process = child.process
+            if process is None:
+                if now >= child.next_start_at_s:
+                    self._spawn(child)
+                continue
+            code = process.poll()
+            if code is None:
+                continue
+            uptime_s = now - child.started_at_s
+            streak = 0 if uptime_s >= self._stable_after_s else child.restarts
+            delay_s = min(self._backoff_max_s, self._backoff_initial_s * (2 ** streak))
+            child.restarts += 1
+            child.process = None
+            child.next_start_at_s = now + delay_s
+            self.emit("up", f"{child.spec.name} exited with code {code}; "
+                            f"restarting in {delay_s:.1f}s (restart #{child.restarts})")
+
+    def run(self, until: Callable[[], bool] | None = None) -> None:
+        """Supervise until ``stop()`` is called (or ``until()`` turns true)."""
+        while not self._stopping.is_set() and not (until and until()):
+            self.check_once()
+            self._stopping.wait(self._check_interval_s)
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    def stop(self, timeout_s: float = 10.0) -> dict[str, int | None]:
+        """SIGTERM every child, wait up to ``timeout_s`` in total, SIGKILL the rest.
+
+        Returns each child's exit code (None when it was not running).
+        """
+        self._stopping.set()
+        running = [c for c in self._children if c.process is not None and c.process.poll() is None]
+        for child in running:
+            assert child.process is not None
+            _signal_group(child.process, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for child in running:
+            assert child.process is not None
+            try:
+                child.process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.emit("up", f"{child.spec.name} did not stop in {timeout_s}s; killing it")
+                _signal_group(child.process, signal.SIGKILL)
+                child.process.wait(5)
+        return {c.spec.name: (c.process.returncode if c.process else None) for c in self._children}
+
+
+def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
+    try:
+        os.killpg(process.pid, signum)
+    except ProcessLookupError:
+        pass
