@@ -4,7 +4,8 @@
 ``ZooKeeperServer`` (Debian ``zookeeperd``) run as child processes in a
 temporary directory and are stopped by their fixtures. ``SC_TEST_REDIS_URL``,
 ``SC_TEST_KAFKA`` and ``SC_TEST_ZOOKEEPER`` point the suite at external
-servers instead.
+servers instead; ``SC_TEST_REDIS_SERVER`` names another redis-server binary
+(e.g. the Redis 6.2 of the embedded mode, to check compatibility).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class RedisServer(ServerProcess):
     """A private redis-server; ``restart()`` keeps the port (for outage tests)."""
 
     def __init__(self, workdir: Path, port: int | None = None, persist: bool = False) -> None:
-        binary = shutil.which("redis-server")
+        binary = os.environ.get("SC_TEST_REDIS_SERVER") or shutil.which("redis-server")
         if binary is None:
             raise ServiceUnavailable("redis-server not found on PATH; "
                                      + INSTALL_HINTS["redis-server"])
