@@ -86,3 +86,29 @@ def test_supervisor_stop_terminates_every_child() -> None:
     codes = supervisor.stop(timeout_s=1.0)
     assert codes == {"polite": -signal.SIGTERM, "stubborn": -signal.SIGKILL}
     assert supervisor.pids() == {}
+
+
+def test_commands_next_to_a_running_cluster_find_its_redis(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from scrapy_cluster.embedded.discovery import clear_running_cluster, write_running_cluster
+    from scrapy_cluster.settings import load_settings
+
+    monkeypatch.setenv("SC_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.delenv("BUS_BACKEND", raising=False)
+    monkeypatch.chdir(tmp_path)
+    write_running_cluster(tmp_path, {"REDIS_URL": "redis://127.0.0.1:7/0", "BUS_BACKEND": "redis"})
+    settings = load_settings()
+    assert settings["REDIS_URL"] == "redis://127.0.0.1:7/0"
+    assert settings.source("BUS_BACKEND") == f"running cluster ({tmp_path})"
+    assert load_settings(overrides={"REDIS_URL": "redis://other:1/0"})["REDIS_URL"] == \
+        "redis://other:1/0"
+    clear_running_cluster(tmp_path)
+    assert load_settings()["REDIS_URL"] is None
+
+
+def test_a_dead_cluster_file_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from scrapy_cluster.embedded.discovery import CLUSTER_FILE, read_running_cluster
+
+    (tmp_path / CLUSTER_FILE).write_text('{"pid": 999999999, "settings": {"REDIS_URL": "x"}}')
+    assert read_running_cluster(tmp_path) == {}

@@ -81,7 +81,10 @@ def load_settings(
     defaults, ``localsettings.py`` (``settings_file``, else ``$SC_SETTINGS``,
     else ``./localsettings.py`` when present), environment variables of the
     same name (parsed by the default's type), then ``overrides`` (command-line
-    flags). A dict setting merges one level deep at every layer.
+    flags). A dict setting merges one level deep at every layer. When
+    ``environ`` is None (the real process environment), a live
+    ``scrapy-cluster up`` in SC_DATA_DIR contributes its REDIS_URL and
+    BUS_BACKEND just above the defaults.
     """
     env = os.environ if environ is None else environ
     values: dict[str, Any] = dict(DEFAULTS)
@@ -89,6 +92,9 @@ def load_settings(
     for name, value in COMPONENT_DEFAULTS.get(component or "", {}).items():
         values[name] = value
         sources[name] = SOURCE_COMPONENT.format(component=component)
+
+    if environ is None:
+        _apply_running_cluster(values, sources, env)
 
     local_file = _locate_local_file(settings_file, env)
     if local_file is not None:
@@ -104,6 +110,18 @@ def load_settings(
 
     settings = Settings(values, sources, component=component, local_file=local_file)
     return settings.with_overrides(overrides) if overrides else settings
+
+
+def _apply_running_cluster(values: dict[str, Any], sources: dict[str, str],
+                           env: Mapping[str, str]) -> None:
+    """Layer the settings of a live ``scrapy-cluster up`` in SC_DATA_DIR (see embedded.discovery)."""
+    from scrapy_cluster.embedded.discovery import read_running_cluster
+
+    data_dir = Path(env.get("SC_DATA_DIR") or DEFAULTS["SC_DATA_DIR"])
+    for name, raw in read_running_cluster(data_dir).items():
+        if name in values:
+            values[name] = parse_env_value(name, raw, values[name])
+            sources[name] = f"running cluster ({data_dir})"
 
 
 def parse_env_value(name: str, raw: str, current: Any) -> Any:
