@@ -41,3 +41,7 @@ class ValidationError(ScrapyClusterError):
 
 class ServiceError(ScrapyClusterError):
     """An external process (redis-server, broker) could not be started or reached."""
+
+
+class InvalidLevelExpressionError(ScrapyClusterError, ValueError):
+    """A log callback's level expression is not '*', a level name, or a comparison with one."""
