@@ -1,0 +1,1 @@
+"""Helpers shipped with the package for tests, the local demo and benchmarks."""

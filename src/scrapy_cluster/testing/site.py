@@ -1,0 +1,233 @@
+"""A deterministic generated web site on loopback addresses, for tests, the demo and benchmarks.
+
+Every host in ``SiteConfig.hosts`` (127.0.0.x) serves the same port. Graph pages live at
+``/p/<n>.html`` and link to each other by a seeded random graph, some links crossing to the
+next host, so the pages a crawl must fetch are known in advance (``GeneratedSite.expected_urls``).
+Edge cases live under ``/special/`` and are reachable only from ``/special/index.html``:
+
+==========================  ===================================================
+``/private/secret.html``    disallowed by ``/robots.txt``
+``/special/missing.html``   404
+``/special/error500.html``  always 500
+``/special/latin1.html``    body that is not valid UTF-8 (no charset declared)
+``/special/huge.html``      ``huge_page_bytes`` of HTML
+``/special/doc.pdf``        a denied extension by default
+``/special/slow.html``      answers after ``slow_page_s``
+==========================  ===================================================
+
+Run standalone (benchmarks, demo): ``python -m scrapy_cluster.testing.site --port 8080``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from random import Random
+from urllib.parse import urlsplit
+
+SPECIAL_PATHS = ("/private/secret.html", "/special/missing.html", "/special/error500.html",
+                 "/special/latin1.html", "/special/huge.html", "/special/doc.pdf",
+                 "/special/slow.html")
+LATIN1_BODY = "<html><body><p>caf\xe9 cr\xe8me br\xfbl\xe9e</p></body></html>".encode("latin-1")
+
+
+@dataclass(frozen=True)
+class SiteConfig:
+    hosts: tuple[str, ...] = ("127.0.0.2", "127.0.0.3")
+    pages_per_host: int = 12
+    links_per_page: int = 3
+    cross_host_every: int = 3
+    page_bytes: int = 1500
+    seed: int = 7
+    crawl_delay_s: float | None = None
+    huge_page_bytes: int = 2_000_000
+    slow_page_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class Page:
+    status: int
+    content_type: str
+    body: bytes
+
+
+class GeneratedSite:
+    """The pages and link graph of one generated site served on ``port``."""
+
+    def __init__(self, config: SiteConfig, port: int) -> None:
+        self.config = config
+        self.port = port
+        self._links = self._build_graph()
+
+    def url(self, host: str, path: str) -> str:
+        return f"http://{host}:{self.port}{path}"
+
+    def _build_graph(self) -> dict[str, list[str]]:
+        cfg, rng = self.config, Random(self.config.seed)
+        graph: dict[str, list[str]] = {}
+        for host_index, host in enumerate(cfg.hosts):
+            other = cfg.hosts[(host_index + 1) % len(cfg.hosts)]
+            for number in range(cfg.pages_per_host):
+                links = []
+                for k in range(cfg.links_per_page):
+                    target_host = other if k % cfg.cross_host_every == cfg.cross_host_every - 1 \
+                        else host
+                    links.append(self.url(target_host, f"/p/{rng.randrange(cfg.pages_per_host)}.html"))
+                graph[self.url(host, f"/p/{number}.html")] = links
+        return graph
+
+    def graph_links(self, url: str) -> list[str]:
+        """Absolute outgoing links of a graph page (empty for any other URL)."""
+        return list(self._links.get(url, []))
+
+    def expected_urls(self, seed_url: str, maxdepth: int, *,
+                      allowed_domains: Sequence[str] | None = None,
+                      allow_regex: Sequence[str] = (), deny_regex: Sequence[str] = ()) -> set[str]:
+        """URLs a correct crawl from ``seed_url`` fetches: breadth first, links filtered."""
+        def keep(url: str) -> bool:
+            host = urlsplit(url).hostname or ""
+            if allowed_domains and host not in allowed_domains:
+                return False
+            if any(re.search(pattern, url) for pattern in deny_regex):
+                return False
+            return not allow_regex or any(re.search(pattern, url) for pattern in allow_regex)
+
+        seen, frontier = {seed_url}, [seed_url]
+        for _depth in range(maxdepth):
+            found = [link for url in frontier for link in self.graph_links(url)]
+            frontier = [link for link in dict.fromkeys(found) if link not in seen and keep(link)]
+            seen.update(frontier)
+        return seen
+
+    def render(self, host: str, path: str) -> Page:
+        """The answer for ``path`` on ``host``."""
+        if path == "/robots.txt":
+            delay = self.config.crawl_delay_s
+            text = "User-agent: *\nDisallow: /private/\n"
+            text += f"Crawl-delay: {delay:g}\n" if delay is not None else ""
+            return Page(200, "text/plain", text.encode())
+        url = self.url(host, path)
+        if url in self._links:
+            return Page(200, "text/html; charset=utf-8", self._html(path, self._links[url]))
+        return self._render_special(host, path)
+
+    def _render_special(self, host: str, path: str) -> Page:
+        html = "text/html; charset=utf-8"
+        if path in ("/", "/special/index.html"):
+            targets = [self.url(host, "/p/0.html")] if path == "/" else \
+                [self.url(host, p) for p in SPECIAL_PATHS]
+            return Page(200, html, self._html(path, targets))
+        if path == "/private/secret.html":
+            return Page(200, html, self._html(path, []))
+        if path == "/special/error500.html":
+            return Page(500, html, b"<html><body>server error</body></html>")
+        if path == "/special/latin1.html":
+            return Page(200, "text/html", LATIN1_BODY)
+        if path == "/special/huge.html":
+            filler = b"<p>" + b"x" * 96 + b"</p>\n"
+            count = self.config.huge_page_bytes // len(filler) + 1
+            return Page(200, html, b"<html><body>" + filler * count + b"</body></html>")
+        if path == "/special/doc.pdf":
+            return Page(200, "application/pdf", b"%PDF-1.4\n%%EOF\n")
+        if path == "/special/slow.html":
+            time.sleep(self.config.slow_page_s)
+            return Page(200, html, self._html(path, []))
+        return Page(404, html, b"<html><body>not found</body></html>")
+
+    def _html(self, path: str, links: Iterable[str]) -> bytes:
+        anchors = "".join(f'<li><a href="{link}">link to {urlsplit(link).path}</a></li>\n'
+                          for link in links)
+        head = f"<html><head><title>{path}</title></head><body><h1>{path}</h1><ul>\n{anchors}</ul>"
+        padding = max(0, self.config.page_bytes - len(head) - 30)
+        return (head + f"<p>{'lorem ipsum ' * (padding // 12)}</p></body></html>").encode()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HostServer
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        path = self.path.split("?", 1)[0]
+        self.server.owner.record(self.server.host, path)
+        page = self.server.owner.site.render(self.server.host, path)
+        self.send_response(page.status)
+        self.send_header("Content-Type", page.content_type)
+        self.send_header("Content-Length", str(len(page.body)))
+        self.end_headers()
+        self.wfile.write(page.body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        return
+
+
+class _HostServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, host: str, port: int, owner: SiteServer) -> None:
+        self.host, self.owner = host, owner
+        super().__init__((host, port), _Handler)
+
+
+class SiteServer:
+    """Serves a ``GeneratedSite`` on every configured host, one thread per host; counts hits."""
+
+    def __init__(self, config: SiteConfig, port: int) -> None:
+        self.site = GeneratedSite(config, port)
+        self.hits: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._servers: list[_HostServer] = []
+
+    def record(self, host: str, path: str) -> None:
+        with self._lock:
+            self.hits[self.site.url(host, path)] += 1
+
+    def hits_snapshot(self) -> Counter[str]:
+        with self._lock:
+            return Counter(self.hits)
+
+    def start(self) -> SiteServer:
+        for host in self.site.config.hosts:
+            server = _HostServer(host, self.site.port, self)
+            threading.Thread(target=server.serve_forever, name=f"site-{host}", daemon=True).start()
+            self._servers.append(server)
+        return self
+
+    def stop(self) -> None:
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
+        self._servers.clear()
+
+    def __enter__(self) -> SiteServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Serve the generated test site.")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--hosts", default="127.0.0.2,127.0.0.3")
+    parser.add_argument("--pages", type=int, default=1000)
+    parser.add_argument("--links", type=int, default=20)
+    parser.add_argument("--page-bytes", type=int, default=7000)
+    args = parser.parse_args(argv)
+    config = SiteConfig(hosts=tuple(args.hosts.split(",")), pages_per_host=args.pages,
+                        links_per_page=args.links, page_bytes=args.page_bytes)
+    server = SiteServer(config, args.port).start()
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
