@@ -15,6 +15,8 @@ import redis
 
 from tests.support.services import RedisServer, ServiceUnavailable
 
+pytest_plugins = ["tests.support.zookeeper_fixtures"]
+
 
 def service_unavailable(exc: Exception) -> None:
     """Fail under CI, skip (saying what is missing) elsewhere."""

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ def test_json_timestamp_is_iso8601_utc(logger_name: str,
     logger.info("tick")
     after = datetime.now(UTC)
     stamp = datetime.fromisoformat(json.loads(output_lines(capsys)[0])["timestamp"])
-    assert stamp.utcoffset() is not None and stamp.utcoffset().total_seconds() == 0
+    assert stamp.utcoffset() == timedelta(0)
     assert before <= stamp <= after
 
 
