@@ -1,0 +1,65 @@
+# Developer and CI entry points. `make test` works on a fresh clone: it creates
+# .venv, installs the package with its dev extra, installs the system packages
+# the integration tests need (when run as root) and runs the whole suite.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := test
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed-dev
+ZK_SERVER_SCRIPT := /usr/share/zookeeper/bin/zkServer.sh
+PYTEST_ARGS ?=
+
+.PHONY: test test-fast lint bench docs setup system-deps
+
+## test: set everything up, then run every test (unit and integration)
+test: setup
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+## test-fast: unit tests only (no servers, no subprocesses)
+test-fast: $(INSTALLED)
+	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
+
+## lint: ruff and mypy
+lint: $(INSTALLED)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+
+## bench: run every benchmarks/*.py script (numbers go to docs/benchmarks.md by hand)
+bench: setup
+	@shopt -s nullglob; for script in benchmarks/*.py; do \
+		echo "== $$script"; $(BIN)/python "$$script" || exit 1; \
+	done
+
+## docs: regenerate docs/settings.md from the declared settings
+docs: $(INSTALLED)
+	$(BIN)/scrapy-cluster settings --markdown > docs/settings.md.tmp
+	mv docs/settings.md.tmp docs/settings.md
+
+setup: system-deps $(INSTALLED)
+
+# The dev install is redone whenever pyproject.toml changes.
+$(INSTALLED): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# redis-server, ZooKeeper (with Java) and the venv module, from Debian's packages.
+system-deps:
+	@missing=""; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	{ [ -f $(ZK_SERVER_SCRIPT) ] && command -v java >/dev/null; } || missing="$$missing zookeeperd"; \
+	[ -x $(BIN)/python ] || $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null \
+		|| missing="$$missing python3-venv"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+		echo "Missing system packages:$$missing" >&2; \
+		echo "Install them with: sudo apt-get update && sudo apt-get install -y$$missing" >&2; \
+		exit 1; \
+	fi; \
+	echo "Installing system packages:$$missing"; \
+	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing
