@@ -45,3 +45,15 @@ class ServiceError(ScrapyClusterError):
 
 class InvalidLevelExpressionError(ScrapyClusterError, ValueError):
     """A log callback's level expression is not '*', a level name, or a comparison with one."""
+
+
+class EncodingError(ScrapyClusterError):
+    """An item could not be encoded for, or decoded from, a Redis queue.
+
+    ``raw`` holds the undecodable bytes (already removed from Redis on a pop),
+    so the caller can keep or report them; it is None for encoding failures.
+    """
+
+    def __init__(self, message: str, *, raw: bytes | None) -> None:
+        super().__init__(message)
+        self.raw = raw

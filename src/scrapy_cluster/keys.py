@@ -7,6 +7,7 @@ new in scrapy-cluster are documented with their owner and lifetime in
 
 from __future__ import annotations
 
+import time
 
 # --- Crawl queues and filters (owner: frontier) ------------------------------
 
@@ -72,6 +73,31 @@ def stats_key(component: str, *parts: str | int) -> str:
 def heartbeat(component: str, machine: str, *parts: str) -> str:
     """``stats:<component>:self:<machine>[:<spiderid>]:<id>``; TTL HEARTBEAT_TIMEOUT."""
     return ":".join(["stats", component, "self", machine, *parts])
+
+
+def stats_name(key_prefix: str, *parts: str | int) -> str:
+    """``<key_prefix>:<part>:...`` e.g. ``stats:kafka-monitor:total:900``.
+
+    For ``WindowedStats`` (owner: stats): a rolling window is a HASH of time
+    buckets with TTL window + 2 buckets; ``...:lifetime`` is a STRING counter
+    with no TTL.
+    """
+    return ":".join([key_prefix, *map(str, parts)])
+
+
+def stats_names_index(key_prefix: str) -> str:
+    """``<key_prefix>:_names`` — SET of the stat names ever incremented (owner: stats; no TTL)."""
+    return f"{key_prefix}:_names"
+
+
+def stats_time_window(base: str, window_start_s: int) -> str:
+    """``<base>:<YYYY-MM-DD_HH:MM:SS>`` (UTC window start) — one window of a rolling counter.
+
+    Owner: stats counters with ``roll=True``; type depends on the counter
+    (STRING, SET, HyperLogLog, bitmap); TTL (keep_max + 1) windows after it starts.
+    """
+    stamp = time.strftime("%Y-%m-%d_%H:%M:%S", time.gmtime(window_start_s))
+    return f"{base}:{stamp}"
 
 
 def rest_poll(uuid: str) -> str:
