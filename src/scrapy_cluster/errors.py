@@ -57,3 +57,12 @@ class EncodingError(ScrapyClusterError):
     def __init__(self, message: str, *, raw: bytes | None) -> None:
         super().__init__(message)
         self.raw = raw
+
+
+class CrawlerError(ScrapyClusterError):
+    """The crawler could not handle a request or a response."""
+
+
+class RequestSerializationError(CrawlerError):
+    """A Scrapy request cannot travel through the frontier (callback not a spider method,
+    meta not JSON-serialisable) or a stored request names a method the spider lacks."""

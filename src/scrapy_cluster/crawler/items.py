@@ -1,0 +1,117 @@
+"""The result items the crawler sends to the bus: one per fetched page, one per failed request.
+
+Body rules (also in docs/crawler.md):
+
+* ``body`` is the raw response body. It is sent as text when it is valid UTF-8 and
+  ``KAFKA_BASE_64_ENCODE`` is off; otherwise base64 with ``encoding_base64: true``. Nothing is
+  re-decoded, so no byte is lost; ``encoding`` names the page's own encoding for readers.
+* An item whose encoded size exceeds the bus limit is sent with the body cut to fit
+  (``body_truncated: true``, ``body_length`` = original byte count); if even an empty body does
+  not fit, links are dropped too (``links_truncated: true``).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from http import HTTPStatus
+from typing import Any
+
+import orjson
+from scrapy.http import Request, Response, TextResponse
+from scrapy.link import Link
+
+from scrapy_cluster.crawler.serialization import headers_to_dict
+
+BODY_FIELDS = ("body", "encoding_base64")
+_ITEM_MARGIN_BYTES = 256
+
+
+def status_message(status: int | None) -> str | None:
+    """The standard reason phrase of ``status`` ("Not Found"); None when there is no status."""
+    if status is None:
+        return None
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown Status"
+
+
+def timestamp(now_s: float) -> str:
+    return datetime.fromtimestamp(now_s, UTC).isoformat()
+
+
+def _identity(meta: Mapping[str, Any]) -> dict[str, Any]:
+    return {"appid": meta.get("appid"), "crawlid": meta.get("crawlid"),
+            "spiderid": meta.get("spiderid"), "attrs": meta.get("attrs")}
+
+
+def encode_body(body: bytes, *, force_base64: bool) -> dict[str, Any]:
+    """``{"body": ..., "encoding_base64": bool}`` following the body rules above."""
+    if not force_base64:
+        try:
+            return {"body": body.decode("utf-8"), "encoding_base64": False}
+        except UnicodeDecodeError:
+            pass
+    return {"body": base64.b64encode(body).decode("ascii"), "encoding_base64": True}
+
+
+def response_item(response: Response, links: Sequence[Link], *, now_s: float,
+                  base64_body: bool) -> dict[str, Any]:
+    """The item for a fetched page (any status)."""
+    request = response.request
+    assert request is not None
+    encoding = response.encoding if isinstance(response, TextResponse) else None
+    return {
+        "url": request.url, "response_url": response.url,
+        "status_code": response.status, "status_msg": status_message(response.status),
+        "response_headers": headers_to_dict(response.headers),
+        "request_headers": headers_to_dict(request.headers),
+        **encode_body(response.body, force_base64=base64_body),
+        "body_length": len(response.body), "body_truncated": False,
+        "links": [{"url": link.url, "text": link.text} for link in links],
+        **_identity(request.meta), "timestamp": timestamp(now_s), "encoding": encoding,
+    }
+
+
+def error_item(request: Request, error: BaseException, *, now_s: float,
+               status: int | None = None) -> dict[str, Any]:
+    """The item for a request that failed for good (after retries, refused, disallowed...)."""
+    return {
+        "url": request.url, "response_url": None, "status_code": status,
+        "status_msg": status_message(status),
+        "error": {"type": type(error).__name__, "message": str(error) or type(error).__name__},
+        "retry_times": int(request.meta.get("retry_times") or 0),
+        "request_headers": headers_to_dict(request.headers), "links": [],
+        **_identity(request.meta), "timestamp": timestamp(now_s),
+    }
+
+
+def fit_to_limit(item: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    """``item`` itself when it encodes within ``max_bytes``, else a copy with the body cut to fit."""
+    size = len(orjson.dumps(item))
+    if size <= max_bytes:
+        return item
+    fitted = {**item, "body_truncated": True}
+    body = fitted.get("body") or ""
+    overhead = size - len(orjson.dumps(body))
+    budget = max_bytes - overhead - _ITEM_MARGIN_BYTES
+    fitted["body"] = _cut(body, budget, is_base64=bool(item.get("encoding_base64")))
+    if len(orjson.dumps(fitted)) > max_bytes:
+        fitted["body"] = ""
+        fitted["links"], fitted["links_truncated"] = [], True
+    return fitted
+
+
+def _cut(body: str, budget_bytes: int, *, is_base64: bool) -> str:
+    """Cut ``body`` so its JSON encoding takes at most about ``budget_bytes``."""
+    if budget_bytes <= 0:
+        return ""
+    if is_base64:
+        return body[: budget_bytes // 4 * 4]
+    encoded = body.encode("utf-8")[:budget_bytes]
+    text = encoded.decode("utf-8", errors="ignore")
+    while len(orjson.dumps(text)) > budget_bytes and text:
+        text = text[: len(text) * 3 // 4]
+    return text

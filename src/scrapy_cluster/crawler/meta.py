@@ -1,0 +1,57 @@
+"""The crawl-API fields a request carries in its ``meta``, and how a child request inherits them.
+
+A crawl request (see the frontier) stores these fields at its top level; inside Scrapy they
+live in ``request.meta`` so spiders and middlewares can read them. Scrapy's own runtime keys
+(``depth``, ``download_slot``, ``redirect_urls``, ...) and private keys (``_...``) never leave
+the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+IDENTITY_FIELDS = ("appid", "crawlid", "spiderid")
+INHERITED_FIELDS = (
+    *IDENTITY_FIELDS, "attrs", "maxdepth", "allowed_domains", "allow_regex", "deny_regex",
+    "deny_extensions", "expires", "useragent", "cookie", "domain_max_pages",
+)
+CLUSTER_FIELDS = (*INHERITED_FIELDS, "curdepth", "priority")
+SCRAPY_RUNTIME_META = frozenset({
+    "depth", "download_latency", "download_slot", "download_timeout", "redirect_times",
+    "redirect_ttl", "redirect_urls", "redirect_reasons", "retry_times", "is_start_request",
+    "handle_httpstatus_all",
+})
+LEASE_META_KEY = "_sc_lease_id"
+DEPTH_PRIORITY_STEP = 10
+
+
+def cluster_fields(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The crawl-API fields present in ``meta`` (``None`` values left out)."""
+    return {name: meta[name] for name in CLUSTER_FIELDS if meta.get(name) is not None}
+
+
+def user_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The spider's own meta keys: neither crawl-API fields, Scrapy runtime keys nor private."""
+    return {key: value for key, value in meta.items()
+            if key not in CLUSTER_FIELDS and key not in SCRAPY_RUNTIME_META
+            and not key.startswith("_")}
+
+
+def inherit(parent: Mapping[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """Copy the inherited crawl fields of ``parent`` into ``child`` where ``child`` has none.
+
+    ``curdepth`` becomes the parent's plus one unless the child set it. A child that names
+    another ``spiderid`` keeps it: that is how one spider hands work to another.
+    """
+    for name in INHERITED_FIELDS:
+        if child.get(name) is None and parent.get(name) is not None:
+            child[name] = parent[name]
+    if child.get("curdepth") is None:
+        child["curdepth"] = int(parent.get("curdepth") or 0) + 1
+    return child
+
+
+def child_priority(parent: Mapping[str, Any]) -> int:
+    """Priority of a link found on a page: one step (10) below its parent, as in breadth first."""
+    return int(parent.get("priority") or 0) - DEPTH_PRIORITY_STEP

@@ -1,0 +1,74 @@
+"""The crawler's public IP (its throttle identity), refreshed in a background thread.
+
+Every ``SCHEDULER_IP_REFRESH`` seconds a thread fetches ``PUBLIC_IP_URL`` with a short timeout
+and takes the first ``IP_ADDR_REGEX`` match. A failed lookup keeps the last value (or
+``PUBLIC_IP``, or ``UNKNOWN_IP``) and logs a warning; nothing ever waits on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import urllib.request
+from collections.abc import Callable, Mapping
+from typing import Any
+
+UNKNOWN_IP = "0.0.0.0"
+Fetch = Callable[[str, float], str]
+
+
+def fetch_text(url: str, timeout_s: float) -> str:
+    with urllib.request.urlopen(url, timeout=timeout_s) as answer:  # noqa: S310 - operator's URL
+        return bytes(answer.read(4096)).decode("utf-8", errors="replace")
+
+
+class PublicIpRefresher:
+    """Holds the last known public IP; ``start()`` refreshes it periodically off-thread."""
+
+    def __init__(self, url: str, pattern: str, *, refresh_s: float, timeout_s: float,
+                 fallback_ip: str | None, logger: logging.Logger,
+                 fetch: Fetch = fetch_text) -> None:
+        self.url, self.pattern = url, re.compile(pattern)
+        self.refresh_s, self.timeout_s = refresh_s, timeout_s
+        self._ip = fallback_ip or UNKNOWN_IP
+        self._logger, self._fetch = logger, fetch
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], logger: logging.Logger) -> PublicIpRefresher:
+        return cls(str(settings["PUBLIC_IP_URL"]), str(settings["IP_ADDR_REGEX"]),
+                   refresh_s=float(settings["SCHEDULER_IP_REFRESH"]),
+                   timeout_s=float(settings["CRAWLER_PUBLIC_IP_TIMEOUT_S"]),
+                   fallback_ip=settings.get("PUBLIC_IP"), logger=logger)
+
+    def current(self) -> str:
+        return self._ip
+
+    def refresh_once(self) -> str:
+        """Fetch now; on any failure keep the previous value and warn. Returns the current IP."""
+        try:
+            match = self.pattern.search(self._fetch(self.url, self.timeout_s))
+        except Exception as exc:  # noqa: BLE001 - any network failure keeps the old value
+            self._logger.warning("public IP lookup failed; keeping %s", self._ip,
+                                 extra={"url": self.url, "error": repr(exc)})
+            return self._ip
+        if match is None:
+            self._logger.warning("public IP answer did not match IP_ADDR_REGEX; keeping %s",
+                                 self._ip, extra={"url": self.url})
+            return self._ip
+        self._ip = match.group(1) if match.groups() else match.group(0)
+        return self._ip
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="public-ip", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.refresh_once()
+            self._stop.wait(self.refresh_s)
+
+    def stop(self) -> None:
+        self._stop.set()

@@ -1,0 +1,274 @@
+"""Crawler pieces that need no server: request round trip, meta, link rules, items, SSRF, public IP."""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import logging
+from typing import Any
+
+import orjson
+import pytest
+from scrapy import Request, Spider
+from scrapy.http import HtmlResponse, Response
+from scrapy.link import Link
+
+from scrapy_cluster.crawler import items, links, meta
+from scrapy_cluster.crawler.public_ip import UNKNOWN_IP, PublicIpRefresher
+from scrapy_cluster.crawler.serialization import request_from_dict, request_to_dict
+from scrapy_cluster.crawler.ssrf import first_forbidden, forbidden_reason
+from scrapy_cluster.errors import RequestSerializationError
+
+
+class _Spider(Spider):
+    name = "link"
+
+    def parse(self, response: Response) -> None:
+        return None
+
+    def parse_detail(self, response: Response) -> None:
+        return None
+
+    def errback(self, failure: Any) -> None:
+        return None
+
+
+def _round_trip(request: Request) -> Request:
+    spider = _Spider()
+    return request_from_dict(orjson.loads(orjson.dumps(request_to_dict(request, spider))), spider)
+
+
+# --- request <-> dict -------------------------------------------------------------------------
+
+def test_round_trip_keeps_method_body_and_headers() -> None:
+    original = Request("http://a.test/x", method="POST", body=b"k=v",
+                       headers={"X-Multi": ["one", "two"], "Accept": "text/html"})
+    copy = _round_trip(original)
+    assert (copy.method, copy.body, copy.headers.getlist("X-Multi"), copy.headers["Accept"]) == \
+        ("POST", b"k=v", [b"one", b"two"], b"text/html")
+
+
+def test_round_trip_keeps_a_binary_body_via_base64() -> None:
+    original = Request("http://a.test/x", method="PUT", body=b"\xff\x00\xfe")
+    data = request_to_dict(original, _Spider())
+    assert data["body_b64"] == base64.b64encode(b"\xff\x00\xfe").decode()
+    assert _round_trip(original).body == b"\xff\x00\xfe"
+
+
+def test_round_trip_keeps_cookies_priority_and_dont_filter() -> None:
+    copy = _round_trip(Request("http://a.test/", cookies={"session": "s1"}, priority=-20,
+                               dont_filter=True))
+    assert (copy.cookies, copy.priority, copy.dont_filter) == ({"session": "s1"}, -20, True)
+
+
+def test_round_trip_keeps_callback_and_errback_by_name() -> None:
+    spider = _Spider()
+    original = Request("http://a.test/", callback=spider.parse_detail, errback=spider.errback)
+    copy = request_from_dict(request_to_dict(original, spider), spider)
+    assert (copy.callback, copy.errback) == (spider.parse_detail, spider.errback)
+
+
+def test_round_trip_keeps_cluster_fields_and_user_meta_only() -> None:
+    original = Request("http://a.test/", meta={
+        "appid": "app", "crawlid": "c1", "attrs": {"k": 1}, "maxdepth": 2, "curdepth": 1,
+        "step": 3, "download_slot": "a.test", "depth": 4, "_private": object()})
+    copy = _round_trip(original)
+    assert {k: v for k, v in copy.meta.items() if k != "retry_times"} == {
+        "appid": "app", "crawlid": "c1", "spiderid": "link", "attrs": {"k": 1}, "maxdepth": 2,
+        "curdepth": 1, "step": 3, "priority": 0}
+
+
+def test_meta_spiderid_hands_the_request_to_another_spider() -> None:
+    data = request_to_dict(Request("http://a.test/", meta={"spiderid": "wandering"}), _Spider())
+    assert data["spiderid"] == "wandering"
+
+
+def test_lambda_callback_is_refused_with_a_clear_error() -> None:
+    with pytest.raises(RequestSerializationError, match="not a method of spider"):
+        request_to_dict(Request("http://a.test/", callback=lambda r: None), _Spider())
+
+
+def test_meta_that_is_not_json_is_refused() -> None:
+    with pytest.raises(RequestSerializationError, match="not JSON-serialisable"):
+        request_to_dict(Request("http://a.test/", meta={"thing": object()}), _Spider())
+
+
+def test_stored_request_naming_a_missing_method_is_refused() -> None:
+    with pytest.raises(RequestSerializationError, match="no method 'parse_gone'"):
+        request_from_dict({"url": "http://a.test/", "callback": "parse_gone"}, _Spider())
+
+
+def test_useragent_field_becomes_the_user_agent_header() -> None:
+    request = request_from_dict({"url": "http://a.test/", "useragent": "bot/1"}, _Spider())
+    assert request.headers["User-Agent"] == b"bot/1"
+
+
+# --- meta inheritance -------------------------------------------------------------------------
+
+def test_inherit_copies_crawl_fields_and_increments_depth() -> None:
+    parent = {"appid": "a", "crawlid": "c", "spiderid": "link", "maxdepth": 2, "curdepth": 1,
+              "download_slot": "x"}
+    assert meta.inherit(parent, {}) == {"appid": "a", "crawlid": "c", "spiderid": "link",
+                                        "maxdepth": 2, "curdepth": 2}
+
+
+def test_inherit_keeps_a_child_spiderid() -> None:
+    assert meta.inherit({"spiderid": "link"}, {"spiderid": "wandering"})["spiderid"] == "wandering"
+
+
+def test_child_priority_is_ten_below_the_parent() -> None:
+    assert meta.child_priority({"priority": 5}) == -5
+
+
+# --- link rules -------------------------------------------------------------------------------
+
+def _links(*urls: str) -> list[Link]:
+    return [Link(url) for url in urls]
+
+
+def test_links_beyond_maxdepth_are_not_followed() -> None:
+    assert links.links_to_follow(_links("http://a.test/1"), {"curdepth": 2, "maxdepth": 2}, 0) == []
+
+
+def test_links_within_maxdepth_are_followed() -> None:
+    found = links.links_to_follow(_links("http://a.test/1"), {"curdepth": 1, "maxdepth": 2}, 0)
+    assert [link.url for link in found] == ["http://a.test/1"]
+
+
+def test_allowed_domains_keep_subdomains_and_drop_others() -> None:
+    rules = links.LinkRules.from_meta({"allowed_domains": ["a.test"]})
+    assert [rules.allows(u) for u in ("http://www.a.test/", "http://b.test/")] == [True, False]
+
+
+def test_deny_regex_wins_over_allow_regex() -> None:
+    rules = links.LinkRules.from_meta({"allow_regex": ["/p/"], "deny_regex": ["/p/1"]})
+    assert [rules.allows(u) for u in ("http://a.test/p/2", "http://a.test/p/1", "http://a.test/q")] \
+        == [True, False, False]
+
+
+def test_default_deny_extensions_drop_documents() -> None:
+    rules = links.LinkRules.from_meta({})
+    assert [rules.allows(u) for u in ("http://a.test/x.pdf", "http://a.test/x.html")] == [False, True]
+
+
+def test_explicit_empty_deny_extensions_allow_everything() -> None:
+    assert links.LinkRules.from_meta({"deny_extensions": []}).allows("http://a.test/x.pdf")
+
+
+def test_expired_crawl_follows_no_links() -> None:
+    found = links.links_to_follow(_links("http://a.test/1"),
+                                  {"curdepth": 0, "maxdepth": 3, "expires": 100}, now_s=100.0)
+    assert found == []
+
+
+def test_extract_links_returns_url_and_text() -> None:
+    response = HtmlResponse("http://a.test/", body=b'<a href="/x">the x</a><a href="mailto:m">m</a>')
+    assert [(link.url, link.text) for link in links.extract_links(response)] == \
+        [("http://a.test/x", "the x")]
+
+
+# --- items ------------------------------------------------------------------------------------
+
+def _response(body: bytes, status: int = 200, content_type: bytes = b"text/html") -> Response:
+    request = Request("http://a.test/p", meta={"appid": "app", "crawlid": "c", "spiderid": "link",
+                                                "attrs": {"k": "v"}})
+    return HtmlResponse("http://a.test/p", status=status, body=body, request=request,
+                        headers={"Content-Type": content_type, "Set-Cookie": ["a=1", "b=2"]})
+
+
+def test_response_item_carries_the_crawl_response_fields() -> None:
+    item = items.response_item(_response(b"<html>hi</html>", 404), [Link("http://a.test/x", "x")],
+                               now_s=0.0, base64_body=False)
+    assert {k: item[k] for k in ("url", "status_code", "status_msg", "body", "encoding_base64",
+                                 "links", "appid", "crawlid", "spiderid", "attrs", "timestamp")} \
+        == {"url": "http://a.test/p", "status_code": 404, "status_msg": "Not Found",
+            "body": "<html>hi</html>", "encoding_base64": False,
+            "links": [{"url": "http://a.test/x", "text": "x"}], "appid": "app", "crawlid": "c",
+            "spiderid": "link", "attrs": {"k": "v"}, "timestamp": "1970-01-01T00:00:00+00:00"}
+
+
+def test_response_headers_keep_every_value() -> None:
+    item = items.response_item(_response(b"x"), [], now_s=0.0, base64_body=False)
+    assert item["response_headers"]["Set-Cookie"] == ["a=1", "b=2"]
+
+
+def test_body_that_is_not_utf8_is_sent_base64_with_the_flag() -> None:
+    item = items.response_item(_response(b"caf\xe9"), [], now_s=0.0, base64_body=False)
+    assert (item["encoding_base64"], base64.b64decode(item["body"])) == (True, b"caf\xe9")
+
+
+def test_base64_setting_encodes_every_body() -> None:
+    item = items.response_item(_response(b"plain"), [], now_s=0.0, base64_body=True)
+    assert (item["encoding_base64"], item["body"]) == (True, base64.b64encode(b"plain").decode())
+
+
+def test_oversized_item_is_cut_to_the_limit_and_says_so() -> None:
+    item = items.response_item(_response(b"y" * 50_000), [], now_s=0.0, base64_body=False)
+    fitted = items.fit_to_limit(item, 10_000)
+    assert (len(orjson.dumps(fitted)) <= 10_000, fitted["body_truncated"], fitted["body_length"],
+            fitted["body"] == "y" * len(fitted["body"])) == (True, True, 50_000, True)
+
+
+def test_item_within_the_limit_is_unchanged() -> None:
+    item = items.response_item(_response(b"small"), [], now_s=0.0, base64_body=False)
+    assert items.fit_to_limit(item, 100_000) is item
+
+
+def test_oversized_base64_body_stays_valid_base64() -> None:
+    item = items.response_item(_response(b"\xff" * 30_000), [], now_s=0.0, base64_body=False)
+    fitted = items.fit_to_limit(item, 8_000)
+    assert set(base64.b64decode(fitted["body"])) == {0xFF}
+
+
+def test_error_item_names_the_error_and_keeps_the_crawl_identity() -> None:
+    request = Request("http://a.test/p", meta={"appid": "app", "crawlid": "c", "retry_times": 2})
+    item = items.error_item(request, ConnectionRefusedError("refused"), now_s=0.0, status=None)
+    assert (item["error"], item["retry_times"], item["appid"], item["status_code"]) == \
+        ({"type": "ConnectionRefusedError", "message": "refused"}, 2, "app", None)
+
+
+# --- SSRF guard -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("address", "reason"), [
+    ("127.0.0.1", "a loopback address"), ("10.1.2.3", "a private address"),
+    ("169.254.169.254", "a cloud metadata address"), ("169.254.1.1", "a link-local address"),
+    ("::1", "a loopback address"), ("::ffff:192.168.0.1", "a private address"),
+    ("100.64.0.1", "a shared (carrier-grade NAT) address"), ("0.0.0.0", "the unspecified address"),
+])
+def test_internal_addresses_are_refused_with_the_reason(address: str, reason: str) -> None:
+    assert forbidden_reason(ipaddress.ip_address(address)) == reason
+
+
+def test_public_address_is_allowed() -> None:
+    assert forbidden_reason(ipaddress.ip_address("93.184.216.34")) is None
+
+
+def test_any_internal_address_among_several_is_refused() -> None:
+    assert first_forbidden(["93.184.216.34", "10.0.0.1"]) == ("10.0.0.1", "a private address")
+
+
+# --- public IP --------------------------------------------------------------------------------
+
+def _refresher(answers: list[Any]) -> PublicIpRefresher:
+    def fetch(url: str, timeout_s: float) -> str:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return str(answer)
+    return PublicIpRefresher("http://ip.test/", r"(\d+\.\d+\.\d+\.\d+)", refresh_s=60,
+                             timeout_s=1, fallback_ip=None, logger=logging.getLogger("t"),
+                             fetch=fetch)
+
+
+def test_public_ip_is_taken_from_the_regex_match() -> None:
+    assert _refresher(["your ip: 203.0.113.7\n"]).refresh_once() == "203.0.113.7"
+
+
+def test_failed_lookup_keeps_the_last_ip() -> None:
+    refresher = _refresher(["203.0.113.7", TimeoutError("slow")])
+    refresher.refresh_once()
+    assert refresher.refresh_once() == "203.0.113.7"
+
+
+def test_lookup_without_match_keeps_the_fallback() -> None:
+    assert _refresher(["no address here"]).refresh_once() == UNKNOWN_IP
