@@ -61,6 +61,14 @@ def test_json_line_has_message_logger_level_and_extras(
                       "domain": "example.com", "sizes": [1, 2]}
 
 
+def test_json_line_writes_unserialisable_extras_as_text(
+        logger_name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    logger = configure_logging(settings_for(logger_name, LOG_JSON=True))
+    logger.info("odd extras", extra={"ids": {7}, "when": datetime(2020, 1, 2, 3, 4, 5)})
+    record = json.loads(output_lines(capsys)[0])
+    assert (record["ids"], record["when"]) == ("{7}", "2020-01-02T03:04:05")
+
+
 def test_json_timestamp_is_iso8601_utc(logger_name: str,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     logger = configure_logging(settings_for(logger_name, LOG_JSON=True))
