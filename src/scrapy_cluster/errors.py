@@ -66,3 +66,11 @@ class CrawlerError(ScrapyClusterError):
 class RequestSerializationError(CrawlerError):
     """A Scrapy request cannot travel through the frontier (callback not a spider method,
     meta not JSON-serialisable) or a stored request names a method the spider lacks."""
+
+
+class NotConfigured(ScrapyClusterError):
+    """A plugin is switched off by its settings; the plugin loader skips it."""
+
+
+class PluginError(ScrapyClusterError):
+    """A plugin could not be loaded (bad dotted path, missing or broken schema)."""

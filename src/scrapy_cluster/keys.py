@@ -46,21 +46,48 @@ def crawl_timeout(spiderid: str, appid: str, crawlid: str) -> str:
 
 
 # --- Redis Monitor jobs (owner: kafka monitor writes, redis monitor reads) ----
+#
+# Each job key keeps the original shape and ends with the request's ``uuid``, so
+# two requests for the same crawl never overwrite each other. The key holds the
+# job's JSON (string, TTL REDIS_MONITOR_JOB_TTL); the Redis Monitor finds jobs
+# through the ``redis-monitor:jobs`` stream, never by scanning.
 
-def info_job(spiderid: str, appid: str, crawlid: str | None) -> str:
-    return f"info:{spiderid}:{appid}:{crawlid or ''}".rstrip(":")
-
-
-def stop_job(spiderid: str, appid: str, crawlid: str | None) -> str:
-    return f"stop:{spiderid}:{appid}:{crawlid or ''}".rstrip(":")
-
-
-def stats_job(stats_type: str, appid: str) -> str:
-    return f"statsrequest:{stats_type}:{appid}"
+def info_job(spiderid: str, appid: str, crawlid: str | None, uuid: str) -> str:
+    """``info:<spiderid>:<appid>:<crawlid>:<uuid>`` (crawlid empty when absent); string, TTL."""
+    return f"info:{spiderid}:{appid}:{crawlid or ''}:{uuid}"
 
 
-def domain_config_job(action: str, domain: str, appid: str) -> str:
-    return f"zk:{action}:{domain}:{appid}"
+def stop_job(spiderid: str, appid: str, crawlid: str | None, uuid: str) -> str:
+    """``stop:<spiderid>:<appid>:<crawlid>:<uuid>`` (crawlid empty when absent); string, TTL."""
+    return f"stop:{spiderid}:{appid}:{crawlid or ''}:{uuid}"
+
+
+def stats_job(stats_type: str, appid: str, uuid: str) -> str:
+    """``statsrequest:<stats-type>:<appid>:<uuid>``; string (job JSON), TTL."""
+    return f"statsrequest:{stats_type}:{appid}:{uuid}"
+
+
+def domain_config_job(action: str, domain: str, appid: str, uuid: str) -> str:
+    """``zk:<action>:<domain>:<appid>:<uuid>``; string (job JSON), TTL."""
+    return f"zk:{action}:{domain}:{appid}:{uuid}"
+
+
+def redis_monitor_jobs() -> str:
+    """``redis-monitor:jobs`` — stream index of job keys, entries ``{key, type, payload}``.
+
+    Written by the Kafka Monitor (XADD, approximate MAXLEN REDIS_MONITOR_JOBS_MAXLEN),
+    read by the Redis Monitor with a consumer group. Permanent.
+    """
+    return "redis-monitor:jobs"
+
+
+def crawl_timeouts() -> str:
+    """``redis-monitor:timeouts`` — sorted set of ``timeout:...`` keys scored by expiry (epoch s).
+
+    Written by the Kafka Monitor with each expiring crawl; the Redis Monitor reads the
+    due members (ZRANGEBYSCORE) and removes them when it expires the crawl. Permanent.
+    """
+    return "redis-monitor:timeouts"
 
 
 # --- Stats (owner: stats collector) ---------------------------------------------

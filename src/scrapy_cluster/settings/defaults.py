@@ -142,6 +142,20 @@ _declare("Plugins", "PLUGINS", {},
          "`{'dotted.path.Class': rank}`; lower ranks are tried first. Per-component defaults.",
          (KM, RM))
 
+# --- Kafka Monitor ----------------------------------------------------------
+_declare("Kafka Monitor", "CRAWL_MAXDEPTH_LIMIT", 3,
+         "Largest `maxdepth` a crawl request may ask for (the original API capped it at 3; "
+         "raise it to allow deeper crawls).", (KM, REST))
+_declare("Kafka Monitor", "KAFKA_MONITOR_BATCH_SIZE", 500,
+         "Most API requests the Kafka Monitor takes from the bus, validates and writes to "
+         "Redis as one batch (one or two Redis round trips per batch).", (KM,))
+_declare("Kafka Monitor", "REDIS_MONITOR_JOB_TTL", 3600,
+         "Seconds a Redis Monitor job key (`info:...`, `stop:...`, `statsrequest:...`, "
+         "`zk:...`) lives when nobody handles it.", (KM, RM))
+_declare("Kafka Monitor", "REDIS_MONITOR_JOBS_MAXLEN", 100_000,
+         "Approximate length the Redis Monitor job stream (`redis-monitor:jobs`) is "
+         "trimmed to on each write.", (KM, RM))
+
 # --- Logging --------------------------------------------------------------
 _declare("Logging", "LOGGER_NAME", "scrapy-cluster", "Logger name (per-component default).",
          (KM, RM, REST))

@@ -1,0 +1,62 @@
+"""Telling a Redis outage from a bad request, and waiting it out with capped exponential backoff."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import redis.exceptions
+from redis.exceptions import NoScriptError
+
+_OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.BusyLoadingError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterDownError,
+    NoScriptError,
+)
+
+
+def is_redis_outage(exc: BaseException) -> bool:
+    """True when ``exc`` (or an exception it was raised from) means Redis is unreachable.
+
+    ``NoScriptError`` counts: after a Redis restart its script cache is empty, and
+    retrying reloads the script.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, _OUTAGE_ERRORS):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+class Backoff:
+    """Capped exponential delays: ``initial_s``, ×``factor`` each failure, at most ``max_s``."""
+
+    def __init__(self, *, initial_s: float = 0.1, max_s: float = 5.0, factor: float = 2.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.initial_s = initial_s
+        self.max_s = max_s
+        self.factor = factor
+        self.sleep = sleep
+        self.failures = 0
+
+    def next_delay_s(self) -> float:
+        """The delay before the next attempt (does not wait)."""
+        return min(self.max_s, self.initial_s * self.factor ** self.failures)
+
+    def wait(self) -> float:
+        """Sleep for the next delay and lengthen the one after; returns the seconds slept."""
+        delay_s = self.next_delay_s()
+        self.failures += 1
+        self.sleep(delay_s)
+        return delay_s
+
+    def reset(self) -> None:
+        """Back to ``initial_s`` after a success."""
+        self.failures = 0
