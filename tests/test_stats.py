@@ -397,3 +397,24 @@ def test_windowed_stats_keeps_counting_after_a_redis_restart(
     stats.increment("total")
     assert stats.read("total") == {"900": 1, "lifetime": 1}
     client.close()
+
+
+@pytest.mark.integration
+def test_windowed_stats_increment_can_ride_in_an_asyncio_pipeline(
+        redis_url: str, redis_client: redis.Redis, clock: FakeClock) -> None:
+    import asyncio
+
+    import redis.asyncio
+
+    async def count_twice() -> None:
+        async_client = redis.asyncio.Redis.from_url(redis_url)
+        stats = WindowedStats(async_client, key_prefix="stats:crawler", windows_s=[900], clock=clock)  # type: ignore[arg-type]
+        pipe = async_client.pipeline(transaction=False)
+        stats.increment("host1:spider:200", pipe=pipe)
+        stats.increment("host1:spider:200", pipe=pipe)
+        await pipe.execute()
+        await async_client.aclose()
+
+    asyncio.run(count_twice())
+    reader = WindowedStats(redis_client, key_prefix="stats:crawler", windows_s=[900], clock=clock)
+    assert reader.read("host1:spider:200") == {"900": 2, "lifetime": 2}

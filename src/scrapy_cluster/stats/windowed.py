@@ -28,7 +28,12 @@ _PREFIX_HEAD = "stats:"
 
 
 class WindowedStats:
-    """Counts named events for one component across several rolling windows plus lifetime."""
+    """Counts named events for one component across several rolling windows plus lifetime.
+
+    asyncio callers: build it with a ``redis.asyncio`` client and always pass
+    ``pipe=`` (an asyncio pipeline they ``await pipe.execute()`` on); queuing
+    commands on a pipeline is synchronous in both clients.
+    """
 
     def __init__(
         self,
