@@ -40,6 +40,99 @@ def throttle_time(domain: str, *, spiderid: str | None, ip: str | None) -> str:
     return throttle_prefix(domain, spiderid=spiderid, ip=ip) + ":throttle_time"
 
 
+# Frontier keys discovered at run time (a domain chosen by a pop, a crawl named
+# in a lease) reach the Lua scripts as *templates*: the builder below called
+# with these placeholders. The scripts only substitute them, so every key name
+# is still spelled here and nowhere else.
+PLACEHOLDER_SPIDER = "\x01"
+PLACEHOLDER_DOMAIN = "\x02"
+PLACEHOLDER_PRIORITY = "\x03"
+PLACEHOLDER_CRAWL = "\x04"
+PLACEHOLDER_VIEW = "\x05"
+PLACEHOLDER_APP = "\x06"
+
+
+def domain_subqueue(spiderid: str, domain: str, priority: int | str, crawlid: str) -> str:
+    """``<spiderid>:<domain>:queue:<priority>:<crawlid>`` — LIST of encoded requests, FIFO.
+
+    Owner: frontier. One per (domain, priority, crawl); deleted when empty. The
+    seed key ``<spiderid>:<domain>:queue`` is the ZSET index of these.
+    """
+    return f"{spiderid}:{domain}:queue:{priority}:{crawlid}"
+
+
+def spider_domains(spiderid: str) -> str:
+    """``<spiderid>:domains`` — ZSET of the spider's non-empty domains (frontier; until empty)."""
+    return f"{spiderid}:domains"
+
+
+def dispatch_ready(spiderid: str, view: str) -> str:
+    """``<spiderid>:ready:<view>`` — ZSET domain -> next-allowed ms for one dispatch view.
+
+    ``view`` is the crawler's public IP, or ``any`` when throttling is not per IP.
+    Owner: frontier; dropped with its view after SCHEDULER_QUEUE_TIMEOUT idle.
+    """
+    return f"{spiderid}:ready:{view}"
+
+
+def dispatch_views(spiderid: str) -> str:
+    """``<spiderid>:views`` — ZSET view -> last pop ms (frontier; idle views pruned)."""
+    return f"{spiderid}:views"
+
+
+def enqueue_sequence(spiderid: str) -> str:
+    """``<spiderid>:seq`` — STRING counter ordering a spider's requests (frontier; permanent)."""
+    return f"{spiderid}:seq"
+
+
+def wake_list(spiderid: str) -> str:
+    """``<spiderid>:wake`` — LIST of wake tokens for idle crawlers (frontier; capped, TTL 60 s)."""
+    return f"{spiderid}:wake"
+
+
+def crawl_counts(spiderid: str, crawlid: str) -> str:
+    """``<spiderid>:crawl:<crawlid>:counts`` — HASH ``<domain>|<priority>`` -> queued, ``~leased``.
+
+    Owner: frontier; deleted when the crawl has nothing queued or leased.
+    """
+    return f"{spiderid}:crawl:{crawlid}:counts"
+
+
+def app_crawls(spiderid: str, appid: str) -> str:
+    """``<spiderid>:app:<appid>:crawls`` — SET of the app's crawlids with work (frontier)."""
+    return f"{spiderid}:app:{appid}:crawls"
+
+
+def frontier_spiders() -> str:
+    """``frontier:spiders`` — SET of spiderids that ever enqueued (frontier; permanent)."""
+    return "frontier:spiders"
+
+
+def frontier_leases() -> str:
+    """``frontier:leases`` — ZSET lease id -> deadline ms (frontier; until acked or reaped)."""
+    return "frontier:leases"
+
+
+def frontier_lease_items() -> str:
+    """``frontier:lease_items`` — HASH lease id -> msgpack lease record (frontier)."""
+    return "frontier:lease_items"
+
+
+def frontier_lease_sequence() -> str:
+    """``frontier:lease_seq`` — STRING counter of lease ids (frontier; permanent)."""
+    return "frontier:lease_seq"
+
+
+def domain_throttle_config() -> str:
+    """``domain-config:throttle`` — HASH domain -> JSON ``{window, hits, scale}`` (domain config)."""
+    return "domain-config:throttle"
+
+
+def domain_blacklist() -> str:
+    """``domain-config:blacklist`` — SET of blacklisted domains (domain config; permanent)."""
+    return "domain-config:blacklist"
+
+
 def crawl_timeout(spiderid: str, appid: str, crawlid: str) -> str:
     """``timeout:<spiderid>:<appid>:<crawlid>`` — epoch seconds when the crawl expires."""
     return f"timeout:{spiderid}:{appid}:{crawlid}"

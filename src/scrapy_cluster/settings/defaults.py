@@ -218,10 +218,21 @@ _declare("Scheduler", "LEASE_TIMEOUT", 600,
          "returns it to the queue.", (CR, RM))
 _declare("Scheduler", "DUPEFILTER_TIMEOUT", 600,
          "Seconds a crawl's duplicate filter lives after its last use.", (CR, KM))
+_declare("Scheduler", "FRONTIER_RECHECK_S", 30,
+         "Seconds before a pop looks again at a paused (limit 0) or blacklisted domain. "
+         "Changes made through the domain config apply on the next pop regardless.",
+         (CR, RM, KM))
+_declare("Scheduler", "FRONTIER_POP_LOOKAHEAD", 16,
+         "Stale ready-set entries one pop may correct besides the n it hands out; bounds "
+         "the work of a pop whatever the number of domains.", (CR, RM, KM))
+_declare("Scheduler", "FRONTIER_PURGE_CHUNK", 5000,
+         "Requests one purge step removes (one Lua call); keeps each step to a few ms.",
+         (CR, RM, KM))
 
 # --- Throttle -----------------------------------------------------------
 _declare("Throttle", "QUEUE_HITS", 10, "Default requests per QUEUE_WINDOW per domain.", (CR, KM))
-_declare("Throttle", "QUEUE_WINDOW", 60, "Default throttle window in seconds.", (CR, KM))
+_declare("Throttle", "QUEUE_WINDOW", 60,
+         "Default throttle window in seconds; 0 disables throttling.", (CR, KM))
 _declare("Throttle", "QUEUE_MODERATED", True,
          "Space requests evenly (one per window/hits) instead of allowing bursts.", (CR, KM))
 

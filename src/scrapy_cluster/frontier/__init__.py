@@ -1,0 +1,26 @@
+"""The distributed frontier: per-domain throttled priority queues in Redis.
+
+``Frontier`` (sync) and ``AsyncFrontier`` (asyncio) are thin wrappers over the
+same Lua scripts (``scrapy_cluster/lua/frontier_*.lua``) and the same pure
+argument builders (``calls``); see docs/architecture.md, section "Frontier".
+"""
+
+from __future__ import annotations
+
+from scrapy_cluster.frontier.aio import AsyncFrontier
+from scrapy_cluster.frontier.model import (
+    Clock,
+    CrawlInfo,
+    DispatchView,
+    DomainCount,
+    EnqueueResult,
+    LeasedRequest,
+    PopResult,
+)
+from scrapy_cluster.frontier.sync import Frontier
+
+__all__ = [
+    "AsyncFrontier", "Clock", "CrawlInfo", "DispatchView", "DomainCount", "EnqueueResult",
+    "Frontier", "LeasedRequest", "PopResult",
+]
+

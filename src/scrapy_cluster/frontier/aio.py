@@ -1,0 +1,114 @@
+"""``AsyncFrontier``: the same frontier for asyncio code (Rest service, asyncio crawlers).
+
+Same scripts, same ``calls``, same round-trip counts as ``Frontier``; only
+the client (``redis.asyncio.Redis``) differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import redis
+import redis.asyncio
+
+from scrapy_cluster import keys
+from scrapy_cluster.errors import FrontierError
+from scrapy_cluster.frontier import codec
+from scrapy_cluster.frontier.calls import FrontierCalls, FrontierPolicy
+from scrapy_cluster.frontier.model import Clock, CrawlInfo, DispatchView, EnqueueResult, PopResult
+from scrapy_cluster.frontier.scripts import FrontierScripts
+from scrapy_cluster.frontier.sync import WAIT_SLICE_S, _blpop_timeout
+
+
+class AsyncFrontier:
+    """See ``Frontier``; every method is a coroutine with the same contract."""
+
+    def __init__(self, redis_client: redis.asyncio.Redis, calls: FrontierCalls, *,
+                 clock: Clock | None = None) -> None:
+        self.redis = redis_client
+        self.calls = calls
+        self.clock = clock
+        self.scripts = FrontierScripts(redis_client)
+        self._held: set[str] = set()
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], redis_client: redis.asyncio.Redis,
+                      clock: Clock | None = None) -> AsyncFrontier:
+        calls = FrontierCalls(FrontierPolicy.from_settings(settings), codec.DomainExtractor())
+        return cls(redis_client, calls, clock=clock)
+
+    def _now(self) -> int | None:
+        return None if self.clock is None else int(self.clock())
+
+    async def _run(self, script: Any, call: tuple[list[str], list[Any]]) -> Any:
+        try:
+            return await script(keys=call[0], args=call[1])
+        except redis.ResponseError as exc:
+            raise FrontierError(f"frontier script failed: {exc}") from exc
+
+    async def enqueue_many(self, requests: Sequence[dict[str, Any]], *,
+                           dedupe: bool = False) -> EnqueueResult:
+        call, invalid = self.calls.enqueue(requests, dedupe=dedupe, now_ms=self._now())
+        if len(call[1]) == 5:
+            return self.calls.parse_enqueue([0, 0, 0], invalid)
+        return self.calls.parse_enqueue(await self._run(self.scripts.enqueue, call), invalid)
+
+    async def pop(self, view: DispatchView, n: int) -> PopResult:
+        if n <= 0:
+            raise ValueError("n must be positive")
+        reply = await self._run(self.scripts.pop, self.calls.pop(view, n, self._now()))
+        result = self.calls.parse_pop(reply, view.spiderid)
+        self._held.update(leased.lease_id for leased in result.requests)
+        return result
+
+    async def ack(self, lease_ids: Sequence[str]) -> int:
+        if not lease_ids:
+            return 0
+        self._held.difference_update(lease_ids)
+        return int(await self._run(self.scripts.ack, self.calls.ack(lease_ids)))
+
+    async def release(self, lease_ids: Sequence[str], *, priority_delta: int = 0) -> int:
+        if not lease_ids:
+            return 0
+        self._held.difference_update(lease_ids)
+        call = self.calls.release(lease_ids, priority_delta, self._now())
+        return int(await self._run(self.scripts.release, call))
+
+    async def release_held(self) -> int:
+        return await self.release(sorted(self._held))
+
+    async def reap(self, limit: int = 1000) -> int:
+        reply = await self._run(self.scripts.reap, self.calls.reap(limit, self._now()))
+        return int(reply[0])
+
+    async def wait_for_work(self, view: DispatchView, timeout_s: float | None) -> None:
+        remaining = WAIT_SLICE_S if timeout_s is None else timeout_s
+        while remaining > 0:
+            slice_s = min(remaining, WAIT_SLICE_S)
+            wake = keys.wake_list(view.spiderid)
+            if await self.redis.blpop([wake], timeout=_blpop_timeout(slice_s)):
+                return
+            remaining -= slice_s
+
+    async def crawl_info(self, spiderid: str, appid: str, crawlid: str | None = None) -> CrawlInfo:
+        reply = await self._run(self.scripts.info, self.calls.info(spiderid, appid, crawlid))
+        return self.calls.parse_info(reply, spiderid, appid, crawlid)
+
+    async def purge(self, spiderid: str, appid: str, crawlid: str | None = None) -> int:
+        crawlids = [crawlid] if crawlid else (await self.crawl_info(spiderid, appid)).crawlids
+        removed = 0
+        for crawl in crawlids:
+            phase = "q0"
+            while phase != "done":
+                count, next_phase = await self._run(
+                    self.scripts.purge, self.calls.purge(spiderid, appid, crawl, phase))
+                removed += int(count)
+                phase = next_phase.decode() if isinstance(next_phase, bytes) else next_phase
+        return removed
+
+    async def touch_domain(self, domain: str) -> int:
+        return int(await self._run(self.scripts.touch, self.calls.touch(domain, self._now())))
+
+    def fingerprint(self, request: dict[str, Any]) -> bytes:
+        return codec.fingerprint(request)

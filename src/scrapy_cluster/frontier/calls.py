@@ -1,0 +1,222 @@
+"""Script arguments and reply parsing, shared by the sync and asyncio frontiers.
+
+Everything here is pure: it turns API calls into ``(keys, args)`` for one
+script call and script replies into result objects. ``Frontier`` and
+``AsyncFrontier`` only add the Redis round trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import orjson
+
+from scrapy_cluster import keys
+from scrapy_cluster.errors import InvalidRequestError
+from scrapy_cluster.frontier import codec
+from scrapy_cluster.frontier.model import (
+    CrawlInfo,
+    DispatchView,
+    DomainCount,
+    EnqueueResult,
+    LeasedRequest,
+    PopResult,
+)
+
+ANY_VIEW = "any"
+LEASED_FIELD = "~leased"
+Call = tuple[list[str], list[Any]]
+
+
+@dataclass(frozen=True)
+class FrontierPolicy:
+    """The settings the frontier obeys (see docs/settings.md for each)."""
+
+    hits: int = 10
+    window_ms: int = 60_000
+    moderated: bool = True
+    type_enabled: bool = True
+    ip_enabled: bool = True
+    view_timeout_ms: int = 3_600_000
+    keep_blacklisted: bool = True
+    lease_timeout_ms: int = 600_000
+    dupefilter_ttl_ms: int = 600_000
+    recheck_ms: int = 30_000
+    lookahead: int = 16
+    purge_chunk: int = 5_000
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> FrontierPolicy:
+        def ms(name: str) -> int:
+            return int(float(settings[name]) * 1000)
+
+        return cls(
+            hits=int(settings["QUEUE_HITS"]), window_ms=ms("QUEUE_WINDOW"),
+            moderated=bool(settings["QUEUE_MODERATED"]),
+            type_enabled=bool(settings["SCHEDULER_TYPE_ENABLED"]),
+            ip_enabled=bool(settings["SCHEDULER_IP_ENABLED"]),
+            view_timeout_ms=ms("SCHEDULER_QUEUE_TIMEOUT"),
+            keep_blacklisted=bool(settings["SCHEDULER_BACKLOG_BLACKLIST"]),
+            lease_timeout_ms=ms("LEASE_TIMEOUT"), dupefilter_ttl_ms=ms("DUPEFILTER_TIMEOUT"),
+            recheck_ms=ms("FRONTIER_RECHECK_S"), lookahead=int(settings["FRONTIER_POP_LOOKAHEAD"]),
+            purge_chunk=int(settings["FRONTIER_PURGE_CHUNK"]),
+        )
+
+
+@lru_cache(maxsize=1)
+def _spider_templates() -> dict[str, str]:
+    spider, domain = keys.PLACEHOLDER_SPIDER, keys.PLACEHOLDER_DOMAIN
+    crawl = keys.PLACEHOLDER_CRAWL
+    return {
+        "index": keys.domain_queue(spider, domain),
+        "subqueue": keys.domain_subqueue(spider, domain, keys.PLACEHOLDER_PRIORITY, crawl),
+        "counts": keys.crawl_counts(spider, crawl),
+        "ready": keys.dispatch_ready(spider, keys.PLACEHOLDER_VIEW),
+        "views": keys.dispatch_views(spider), "domains": keys.spider_domains(spider),
+        "seq": keys.enqueue_sequence(spider), "wake": keys.wake_list(spider),
+        "blacklist": keys.crawl_blacklist(spider), "dupefilter": keys.dupefilter(spider, crawl),
+        "app": keys.app_crawls(spider, keys.PLACEHOLDER_APP),
+    }
+
+
+def templates_json(**extra: str) -> str:
+    return orjson.dumps({**_spider_templates(), **extra}).decode()
+
+
+def _now_arg(now_ms: int | None) -> str:
+    return "" if now_ms is None else str(int(now_ms))
+
+
+class FrontierCalls:
+    """Builds script calls for one policy; parses their replies."""
+
+    def __init__(self, policy: FrontierPolicy, extractor: codec.DomainExtractor) -> None:
+        self.policy = policy
+        self.extract_domain = extractor
+        self._templates = templates_json()
+        self._pop_templates: dict[str, str] = {}
+
+    def view_name(self, view: DispatchView) -> str:
+        return (view.ip or ANY_VIEW) if self.policy.ip_enabled else ANY_VIEW
+
+    def _throttle_templates(self, view: DispatchView) -> str:
+        name = self.view_name(view)
+        cache_key = f"{view.spiderid}\n{name}"
+        if cache_key not in self._pop_templates:
+            scope = {"spiderid": view.spiderid if self.policy.type_enabled else None,
+                     "ip": name if name != ANY_VIEW else None}
+            self._pop_templates[cache_key] = templates_json(
+                throttle_window=keys.throttle_window(keys.PLACEHOLDER_DOMAIN, **scope),
+                throttle_time=keys.throttle_time(keys.PLACEHOLDER_DOMAIN, **scope))
+        return self._pop_templates[cache_key]
+
+    # --- enqueue -------------------------------------------------------------
+    def _request_args(self, request: dict[str, Any], dedupe: bool) -> list[Any]:
+        codec.validate(request)
+        domain = self.extract_domain(request["url"])
+        bucket, record = b"", b""
+        if dedupe and not request.get("dont_filter"):
+            bucket, record = codec.dupe_slot(codec.fingerprint(request))
+        return [request["spiderid"], domain, int(request.get("priority", 1)), request["crawlid"],
+                request["appid"], bucket, record, codec.encode_item(request)]
+
+    def enqueue(self, requests: Sequence[dict[str, Any]], *, dedupe: bool,
+                now_ms: int | None) -> tuple[Call, list[tuple[int, str]]]:
+        policy = self.policy
+        args: list[Any] = [self._templates, _now_arg(now_ms), "1" if policy.keep_blacklisted else "0",
+                           policy.dupefilter_ttl_ms, policy.view_timeout_ms]
+        invalid: list[tuple[int, str]] = []
+        for index, request in enumerate(requests):
+            try:
+                args.extend(self._request_args(request, dedupe))
+            except InvalidRequestError as exc:
+                invalid.append((index, str(exc)))
+        return ([keys.domain_blacklist(), keys.frontier_spiders()], args), invalid
+
+    @staticmethod
+    def parse_enqueue(reply: Sequence[int], invalid: list[tuple[int, str]]) -> EnqueueResult:
+        return EnqueueResult(queued=int(reply[0]), duplicates=int(reply[1]),
+                             blacklisted=int(reply[2]), invalid=invalid)
+
+    # --- pop -------------------------------------------------------------------
+    def pop(self, view: DispatchView, n: int, now_ms: int | None) -> Call:
+        policy, spider = self.policy, view.spiderid
+        call_keys = [keys.dispatch_ready(spider, self.view_name(view)), keys.dispatch_views(spider),
+                     keys.spider_domains(spider), keys.domain_throttle_config(),
+                     keys.domain_blacklist(), keys.frontier_leases(), keys.frontier_lease_items(),
+                     keys.frontier_lease_sequence()]
+        args = [self._throttle_templates(view), spider, self.view_name(view), n, _now_arg(now_ms),
+                policy.lookahead, policy.hits, policy.window_ms, "1" if policy.moderated else "0",
+                policy.lease_timeout_ms, policy.recheck_ms]
+        return call_keys, args
+
+    @staticmethod
+    def parse_pop(reply: Sequence[Any], spiderid: str) -> PopResult:
+        now_ms, wait_ms = int(reply[0]), int(reply[1])
+        leased = []
+        for i in range(2, len(reply), 5):
+            lease_id, domain, priority, crawlid, item = reply[i:i + 5]
+            crawl = crawlid.decode()
+            request = codec.decode_item(item.split(b" ", 1)[1], spiderid=spiderid,
+                                        crawlid=crawl, priority=int(priority))
+            leased.append(LeasedRequest(request=request, lease_id=lease_id.decode(),
+                                        domain=domain.decode(), dispatched_at_ms=now_ms))
+        wait_s = None if wait_ms < 0 else wait_ms / 1000.0
+        return PopResult(requests=leased, wait_s=wait_s, now_ms=now_ms)
+
+    # --- leases ----------------------------------------------------------------
+    def ack(self, lease_ids: Sequence[str]) -> Call:
+        return ([keys.frontier_leases(), keys.frontier_lease_items()],
+                [self._templates, *lease_ids])
+
+    def release(self, lease_ids: Sequence[str], priority_delta: int, now_ms: int | None) -> Call:
+        return ([keys.frontier_leases(), keys.frontier_lease_items()],
+                [self._templates, _now_arg(now_ms), int(priority_delta),
+                 self.policy.view_timeout_ms, *lease_ids])
+
+    def reap(self, limit: int, now_ms: int | None) -> Call:
+        return ([keys.frontier_leases(), keys.frontier_lease_items()],
+                [self._templates, _now_arg(now_ms), int(limit), self.policy.view_timeout_ms])
+
+    # --- queries and purge -----------------------------------------------------------
+    def info(self, spiderid: str, appid: str, crawlid: str | None) -> Call:
+        return [keys.app_crawls(spiderid, appid)], [self._templates, spiderid, crawlid or ""]
+
+    @staticmethod
+    def parse_info(reply: Sequence[Any], spiderid: str, appid: str,
+                   crawlid: str | None) -> CrawlInfo:
+        info = CrawlInfo(spiderid=spiderid, appid=appid, crawlid=crawlid)
+        for i in range(0, len(reply), 2):
+            info.crawlids.append(reply[i].decode())
+            flat = reply[i + 1]
+            for j in range(0, len(flat), 2):
+                _add_count(info, flat[j].decode(), int(flat[j + 1]))
+        info.crawlids.sort()
+        return info
+
+    def purge(self, spiderid: str, appid: str, crawlid: str, phase: str) -> Call:
+        return ([keys.crawl_blacklist(spiderid), keys.spider_domains(spiderid),
+                 keys.app_crawls(spiderid, appid), keys.crawl_counts(spiderid, crawlid),
+                 keys.frontier_leases(), keys.frontier_lease_items()],
+                [self._templates, spiderid, crawlid, self.policy.purge_chunk, phase])
+
+    def touch(self, domain: str, now_ms: int | None) -> Call:
+        return [keys.frontier_spiders()], [self._templates, domain, _now_arg(now_ms)]
+
+
+def _add_count(info: CrawlInfo, field: str, count: int) -> None:
+    if field == LEASED_FIELD:
+        info.in_flight += count
+        return
+    domain, _, priority_text = field.rpartition("|")
+    priority = int(priority_text)
+    info.total_pending += count
+    known = info.domains.get(domain)
+    if known is None:
+        info.domains[domain] = DomainCount(count, priority, priority)
+    else:
+        info.domains[domain] = DomainCount(known.total + count, max(known.high_priority, priority),
+                                           min(known.low_priority, priority))

@@ -1,0 +1,95 @@
+"""Value types of the frontier's API: what goes in and what comes out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class Clock(Protocol):
+    """Milliseconds since the epoch. Injected in tests; production uses Redis server time."""
+
+    def __call__(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class DispatchView:
+    """Who is asking for work: a spider type, and the crawler's public IP.
+
+    Whether the IP (and the spider type) scope the throttle is decided by
+    SCHEDULER_IP_ENABLED / SCHEDULER_TYPE_ENABLED, not by the view.
+    """
+
+    spiderid: str
+    ip: str | None = None
+
+
+@dataclass(frozen=True)
+class LeasedRequest:
+    """A dispatched request, leased to its crawler until acked, released or reaped."""
+
+    request: dict[str, Any]
+    lease_id: str
+    domain: str
+    dispatched_at_ms: int
+
+
+@dataclass(frozen=True)
+class PopResult:
+    """``requests`` handed out; ``wait_s``: seconds until the next domain is allowed
+    (0 when more may be due now), None when nothing is queued for the view."""
+
+    requests: list[LeasedRequest]
+    wait_s: float | None
+    now_ms: int = 0
+
+
+@dataclass
+class EnqueueResult:
+    """Counts of one batch. ``invalid`` lists (index in the batch, reason) of refused requests."""
+
+    queued: int = 0
+    duplicates: int = 0
+    blacklisted: int = 0
+    invalid: list[tuple[int, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DomainCount:
+    """Queued requests of one domain: how many, and their highest and lowest priority."""
+
+    total: int
+    high_priority: int
+    low_priority: int
+
+
+@dataclass
+class CrawlInfo:
+    """Pending work of one crawl, or of every crawl of an app (``crawlid`` None).
+
+    ``total_pending`` counts queued requests; ``in_flight`` those leased to crawlers.
+    """
+
+    spiderid: str
+    appid: str
+    crawlid: str | None
+    total_pending: int = 0
+    in_flight: int = 0
+    domains: dict[str, DomainCount] = field(default_factory=dict)
+    crawlids: list[str] = field(default_factory=list)
+
+    @property
+    def total_domains(self) -> int:
+        return len(self.domains)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The info-action shape: ``total_pending``, ``total_domains``, ``domains`` ..."""
+        return {
+            "spiderid": self.spiderid, "appid": self.appid,
+            **({"crawlid": self.crawlid} if self.crawlid else {}),
+            "total_pending": self.total_pending, "total_domains": self.total_domains,
+            "in_flight": self.in_flight,
+            "domains": {name: {"total": count.total, "high_priority": count.high_priority,
+                               "low_priority": count.low_priority}
+                        for name, count in sorted(self.domains.items())},
+        }

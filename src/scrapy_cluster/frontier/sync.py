@@ -1,0 +1,143 @@
+"""``Frontier``: the distributed frontier for synchronous code (the Scrapy scheduler).
+
+All logic lives in the Lua scripts and in ``calls``; this class adds the
+round trip. Round trips: ``enqueue_many``, ``pop``, ``ack``, ``release``,
+``reap`` and ``crawl_info`` one each; ``purge`` one per chunk;
+``wait_for_work`` one blocking BLPOP per slice of at most 5 s.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import redis
+
+from scrapy_cluster import keys
+from scrapy_cluster.errors import FrontierError
+from scrapy_cluster.frontier import codec
+from scrapy_cluster.frontier.calls import FrontierCalls, FrontierPolicy
+from scrapy_cluster.frontier.model import Clock, CrawlInfo, DispatchView, EnqueueResult, PopResult
+from scrapy_cluster.frontier.scripts import FrontierScripts
+
+WAIT_SLICE_S = 5.0
+
+
+class Frontier:
+    """Per-domain throttled priority queues in Redis, shared by every crawler process.
+
+    ``clock`` (ms) replaces Redis server time; inject it in tests only, since
+    production processes must agree on time.
+    """
+
+    def __init__(self, redis_client: redis.Redis, calls: FrontierCalls, *,
+                 clock: Clock | None = None) -> None:
+        self.redis = redis_client
+        self.calls = calls
+        self.clock = clock
+        self.scripts = FrontierScripts(redis_client)
+        self._held: set[str] = set()
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], redis_client: redis.Redis,
+                      clock: Clock | None = None) -> Frontier:
+        calls = FrontierCalls(FrontierPolicy.from_settings(settings), codec.DomainExtractor())
+        return cls(redis_client, calls, clock=clock)
+
+    def _now(self) -> int | None:
+        return None if self.clock is None else int(self.clock())
+
+    def _run(self, script: Any, call: tuple[list[str], list[Any]]) -> Any:
+        try:
+            return script(keys=call[0], args=call[1])
+        except redis.ResponseError as exc:
+            raise FrontierError(f"frontier script failed: {exc}") from exc
+
+    def enqueue_many(self, requests: Sequence[dict[str, Any]], *,
+                     dedupe: bool = False) -> EnqueueResult:
+        """Queue ``requests`` (invalid ones are reported, not queued). One round trip."""
+        call, invalid = self.calls.enqueue(requests, dedupe=dedupe, now_ms=self._now())
+        if len(call[1]) == 5:
+            return self.calls.parse_enqueue([0, 0, 0], invalid)
+        return self.calls.parse_enqueue(self._run(self.scripts.enqueue, call), invalid)
+
+    def pop(self, view: DispatchView, n: int) -> PopResult:
+        """Lease up to ``n`` dispatchable requests. One round trip, whatever the number of domains."""
+        if n <= 0:
+            raise ValueError("n must be positive")
+        reply = self._run(self.scripts.pop, self.calls.pop(view, n, self._now()))
+        result = self.calls.parse_pop(reply, view.spiderid)
+        self._held.update(leased.lease_id for leased in result.requests)
+        return result
+
+    def ack(self, lease_ids: Sequence[str]) -> int:
+        """Finish leased requests; returns how many were still held. One round trip."""
+        if not lease_ids:
+            return 0
+        self._held.difference_update(lease_ids)
+        return int(self._run(self.scripts.ack, self.calls.ack(lease_ids)))
+
+    def release(self, lease_ids: Sequence[str], *, priority_delta: int = 0) -> int:
+        """Put leased requests back (``priority_delta`` < 0 for retries). One round trip."""
+        if not lease_ids:
+            return 0
+        self._held.difference_update(lease_ids)
+        call = self.calls.release(lease_ids, priority_delta, self._now())
+        return int(self._run(self.scripts.release, call))
+
+    def release_held(self) -> int:
+        """Graceful shutdown: give back every lease this object handed out and still holds."""
+        return self.release(sorted(self._held))
+
+    def reap(self, limit: int = 1000) -> int:
+        """Requeue up to ``limit`` expired leases (their crawler died). One round trip."""
+        reply = self._run(self.scripts.reap, self.calls.reap(limit, self._now()))
+        return int(reply[0])
+
+    def wait_for_work(self, view: DispatchView, timeout_s: float | None) -> None:
+        """Block until an enqueue or release may have made work dispatchable, or ``timeout_s``.
+
+        Pass ``PopResult.wait_s``; None waits up to one slice (5 s). No polling:
+        enqueues push a token on ``<spiderid>:wake`` that waiters BLPOP.
+        """
+        remaining = WAIT_SLICE_S if timeout_s is None else timeout_s
+        while remaining > 0:
+            slice_s = min(remaining, WAIT_SLICE_S)
+            if self.redis.blpop([keys.wake_list(view.spiderid)], timeout=_blpop_timeout(slice_s)):
+                return
+            remaining -= slice_s
+
+    def crawl_info(self, spiderid: str, appid: str, crawlid: str | None = None) -> CrawlInfo:
+        """Counts per domain and priority from the crawl indexes. One round trip."""
+        reply = self._run(self.scripts.info, self.calls.info(spiderid, appid, crawlid))
+        return self.calls.parse_info(reply, spiderid, appid, crawlid)
+
+    def purge(self, spiderid: str, appid: str, crawlid: str | None = None) -> int:
+        """Blacklist and remove the crawl(s) and their leases; returns requests removed.
+
+        One round trip per chunk of FRONTIER_PURGE_CHUNK requests, so Redis is
+        never blocked for long.
+        """
+        crawlids = [crawlid] if crawlid else self.crawl_info(spiderid, appid).crawlids
+        removed = 0
+        for crawl in crawlids:
+            phase = "q0"
+            while phase != "done":
+                count, next_phase = self._run(self.scripts.purge,
+                                              self.calls.purge(spiderid, appid, crawl, phase))
+                removed += int(count)
+                phase = next_phase.decode() if isinstance(next_phase, bytes) else next_phase
+        return removed
+
+    def touch_domain(self, domain: str) -> int:
+        """Make ``domain`` due now in every ready set (after a domain config change)."""
+        return int(self._run(self.scripts.touch, self.calls.touch(domain, self._now())))
+
+    def fingerprint(self, request: dict[str, Any]) -> bytes:
+        return codec.fingerprint(request)
+
+
+def _blpop_timeout(seconds: float) -> float:
+    """BLPOP's timeout, never 0 (which would block forever)."""
+    return max(0.001, math.ceil(seconds * 1000) / 1000)

@@ -1,0 +1,154 @@
+-- frontier_lib.lua: helpers shared by the frontier scripts, prepended to each
+-- of them when it is loaded (scrapy_cluster.frontier.scripts). It has no KEYS
+-- or ARGV of its own, but every frontier script passes ARGV[1]: a JSON object
+-- of key *templates* built by scrapy_cluster.keys with placeholder bytes
+-- (\1 spiderid, \2 domain, \3 priority, \4 crawlid, \5 view, \6 appid).
+-- Keys found at run time (the domain a pop picks, the crawl of a lease) are
+-- made by substituting into those templates, so no key name is spelled here.
+
+local SEQ_SPAN = 274877906944      -- 2^38: a spider's enqueue sequence stays below it
+local RECORD_BYTES = 8             -- dupefilter record size (fingerprint bytes 2..9)
+local WAKE_TOKENS_MAX = 64         -- wake list cap
+local WAKE_TTL_MS = 60000
+local LEASED_FIELD = '~leased'
+
+local TEMPLATES = cjson.decode(ARGV[1])
+
+local function fill(template, placeholder, value)
+  return (string.gsub(template, placeholder, function() return value end))
+end
+
+local function spider_key(name, spider)
+  return fill(TEMPLATES[name], '\1', spider)
+end
+
+local function domain_index_key(spider, domain)
+  return fill(spider_key('index', spider), '\2', domain)
+end
+
+local function subqueue_key(spider, domain, priority, crawl)
+  local key = fill(spider_key('subqueue', spider), '\2', domain)
+  return fill(fill(key, '\3', tostring(priority)), '\4', crawl)
+end
+
+local function crawl_key(name, spider, crawl)
+  return fill(spider_key(name, spider), '\4', crawl)
+end
+
+local function ready_key(spider, view)
+  return fill(spider_key('ready', spider), '\5', view)
+end
+
+local function app_key(spider, app)
+  return fill(spider_key('app', spider), '\6', app)
+end
+
+-- Milliseconds: the injected clock when given, else Redis server time.
+local function now_ms(injected)
+  if injected ~= nil and injected ~= '' then return tonumber(injected) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A domain index orders its sub-queues: higher priority first, then oldest head.
+local function index_score(priority, seq)
+  return -priority * SEQ_SPAN + seq
+end
+
+-- A ready set orders domains by next-allowed ms; the fraction breaks ties by
+-- the priority of the domain's head request (higher first, clamped to +-511).
+local function ready_score(allowed_ms, priority)
+  local p = math.max(-511, math.min(511, priority))
+  return math.floor(allowed_ms) + (512 - p) / 1024
+end
+
+local function parse_member(member)
+  local bar = string.find(member, '|', 1, true)
+  return tonumber(string.sub(member, 1, bar - 1)), string.sub(member, bar + 1)
+end
+
+local function item_seq(item)
+  return tonumber(string.match(item, '^(%d+)'))
+end
+
+local function wake(spider, tokens)
+  if tokens <= 0 then return end
+  local key = spider_key('wake', spider)
+  for _ = 1, math.min(tokens, WAKE_TOKENS_MAX) do redis.call('RPUSH', key, 1) end
+  redis.call('LTRIM', key, -WAKE_TOKENS_MAX, -1)
+  redis.call('PEXPIRE', key, WAKE_TTL_MS)
+end
+
+local function live_views(spider, now, view_timeout_ms)
+  return redis.call('ZRANGEBYSCORE', spider_key('views', spider), now - view_timeout_ms, '+inf')
+end
+
+-- A domain that just became non-empty joins every live view's ready set, due now.
+local function announce_domain(spider, domain, priority, now, view_timeout_ms)
+  -- the domain set keeps the priority tie-break, so a new view seeded from it keeps it too
+  redis.call('ZADD', spider_key('domains', spider), ready_score(0, priority), domain)
+  local score = ready_score(now, priority)
+  for _, view in ipairs(live_views(spider, now, view_timeout_ms)) do
+    redis.call('ZADD', ready_key(spider, view), score, domain)
+  end
+end
+
+-- The domain's head got a higher priority: move its tie-break, keep its time.
+local function promote_domain(spider, domain, priority, now, view_timeout_ms)
+  redis.call('ZADD', spider_key('domains', spider), 'XX', ready_score(0, priority), domain)
+  for _, view in ipairs(live_views(spider, now, view_timeout_ms)) do
+    local ready = ready_key(spider, view)
+    local current = redis.call('ZSCORE', ready, domain)
+    if current then
+      redis.call('ZADD', ready, 'XX', ready_score(tonumber(current), priority), domain)
+    end
+  end
+end
+
+local function count_add(spider, crawl, field, amount)
+  local key = crawl_key('counts', spider, crawl)
+  if redis.call('HINCRBY', key, field, amount) <= 0 then redis.call('HDEL', key, field) end
+end
+
+-- Queues an encoded item "<seq> <json>" (at the head for a returned lease).
+-- Returns 1 when the domain had nothing queued before, else 0.
+local function push_item(spider, domain, priority, crawl, item, at_head, now, view_timeout_ms)
+  local index = domain_index_key(spider, domain)
+  local member = priority .. '|' .. crawl
+  local sub = subqueue_key(spider, domain, priority, crawl)
+  local was_empty = redis.call('EXISTS', index) == 0
+  local length
+  if at_head then length = redis.call('LPUSH', sub, item) else length = redis.call('RPUSH', sub, item) end
+  if at_head or length == 1 then
+    redis.call('ZADD', index, index_score(priority, item_seq(item)), member)
+  end
+  count_add(spider, crawl, domain .. '|' .. priority, 1)
+  if was_empty then
+    announce_domain(spider, domain, priority, now, view_timeout_ms)
+    return 1
+  end
+  if (at_head or length == 1) and redis.call('ZRANK', index, member) == 0 then
+    promote_domain(spider, domain, priority, now, view_timeout_ms)
+  end
+  return 0
+end
+
+-- Puts a leased item back: same place when delta is 0, else at the tail of the
+-- priority+delta sub-queue with a new sequence number. Leases of a blacklisted
+-- crawl are dropped. Returns 1 when requeued, 0 when dropped or unknown.
+local function requeue_lease(leases, lease_items, id, delta, now, view_timeout_ms)
+  local record = redis.call('HGET', lease_items, id)
+  if not record then return 0 end
+  redis.call('HDEL', lease_items, id)
+  redis.call('ZREM', leases, id)
+  local spider, domain, priority, crawl, item = cmsgpack.unpack(record)
+  count_add(spider, crawl, LEASED_FIELD, -1)
+  if redis.call('SISMEMBER', spider_key('blacklist', spider), crawl) == 1 then return 0 end
+  if delta ~= 0 then
+    local seq = redis.call('INCR', spider_key('seq', spider))
+    item = seq .. string.sub(item, string.find(item, ' ', 1, true))
+  end
+  push_item(spider, domain, priority + delta, crawl, item, delta == 0, now, view_timeout_ms)
+  wake(spider, 1)
+  return 1
+end

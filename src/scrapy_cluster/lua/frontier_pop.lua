@@ -1,0 +1,153 @@
+-- frontier_pop.lua: hand out up to n requests whose domain throttle allows, in one round trip.
+-- KEYS[1]  ready ZSET of this dispatch view (<spiderid>:ready:<view>)
+-- KEYS[2]  views ZSET of the spider (<spiderid>:views)
+-- KEYS[3]  non-empty domains ZSET of the spider (<spiderid>:domains)
+-- KEYS[4]  domain throttle config HASH (domain-config:throttle)
+-- KEYS[5]  domain blacklist SET (domain-config:blacklist)
+-- KEYS[6]  leases ZSET, KEYS[7] lease records HASH, KEYS[8] lease id counter
+-- ARGV[1]  key templates (JSON, see frontier_lib.lua; plus throttle_window/throttle_time of this view)
+-- ARGV[2]  spiderid          ARGV[3]  view name
+-- ARGV[4]  n                 ARGV[5]  now ms, or '' for Redis server time
+-- ARGV[6]  lookahead: stale ready entries a pop may correct beyond n
+-- ARGV[7]  default hits      ARGV[8]  default window ms (0 = unthrottled)
+-- ARGV[9]  '1' moderated     ARGV[10] lease timeout ms
+-- ARGV[11] recheck ms for paused or blacklisted domains
+-- Returns {now_ms, wait_ms (-1 nothing queued), then 5 per request: lease id, domain, priority, crawlid, item}.
+-- Work per call is bounded by n + lookahead ready entries, whatever the number of domains.
+
+local ready, views, domains = KEYS[1], KEYS[2], KEYS[3]
+local spider, view, n = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local now = now_ms(ARGV[5])
+local lookahead, default_hits, default_window_ms = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local moderated, lease_ms, recheck_ms = ARGV[9] == '1', tonumber(ARGV[10]), tonumber(ARGV[11])
+
+if not redis.call('ZSCORE', views, view) then
+  -- a new (or pruned) view starts with every non-empty domain due; pops correct it lazily
+  redis.call('DEL', ready)
+  redis.call('ZUNIONSTORE', ready, 1, domains)
+end
+redis.call('ZADD', views, now, view)
+
+local throttles = {}
+local function throttle_for(domain)
+  local cached = throttles[domain]
+  if cached then return cached[1], cached[2] end
+  local hits, window_ms, scale = default_hits, default_window_ms, 1
+  local raw = redis.call('HGET', KEYS[4], domain)
+  if raw then
+    local ok, config = pcall(cjson.decode, raw)
+    if ok and type(config) == 'table' then
+      hits = tonumber(config.hits) or hits
+      window_ms = (tonumber(config.window) or window_ms / 1000) * 1000
+      scale = tonumber(config.scale) or 1
+    end
+  end
+  local limit = math.floor(hits * math.max(0, math.min(1, scale)))
+  throttles[domain] = {limit, window_ms}
+  return limit, window_ms
+end
+
+local function next_allowed(window_key, time_key, limit, window_ms)
+  if window_ms <= 0 then return now end
+  if moderated then
+    local last = redis.call('GET', time_key)
+    if not last then return now end
+    return tonumber(last) + window_ms / limit
+  end
+  local kth = redis.call('LINDEX', window_key, -limit)
+  if not kth then return now end
+  return tonumber(kth) + window_ms
+end
+
+local function record_dispatch(window_key, time_key, limit, window_ms)
+  if window_ms <= 0 then return end
+  local ttl_ms = math.floor(2 * window_ms) + 60000
+  if moderated then
+    redis.call('SET', time_key, now, 'PX', ttl_ms)
+    return
+  end
+  redis.call('RPUSH', window_key, now)
+  redis.call('LTRIM', window_key, -limit, -1)
+  redis.call('PEXPIRE', window_key, ttl_ms)
+end
+
+local function take_item(domain, index, top, priority, crawl)
+  local sub = subqueue_key(spider, domain, priority, crawl)
+  local item = redis.call('LPOP', sub)
+  if not item then
+    redis.call('ZREM', index, top)
+    return nil
+  end
+  local following = redis.call('LINDEX', sub, 0)
+  if following then
+    redis.call('ZADD', index, index_score(priority, item_seq(following)), top)
+  else
+    redis.call('ZREM', index, top)
+  end
+  count_add(spider, crawl, domain .. '|' .. priority, -1)
+  count_add(spider, crawl, LEASED_FIELD, 1)
+  return item
+end
+
+local function reschedule(domain, index, allowed_ms)
+  local top = redis.call('ZRANGE', index, 0, 0)[1]
+  if top then
+    redis.call('ZADD', ready, ready_score(math.max(now, allowed_ms), parse_member(top)), domain)
+  else
+    redis.call('ZREM', ready, domain)
+    redis.call('ZREM', domains, domain)
+  end
+end
+
+-- Returns {domain, priority, crawl, item} when dispatched, nil when the entry was corrected.
+local function try_dispatch(domain)
+  local index = domain_index_key(spider, domain)
+  local top = redis.call('ZRANGE', index, 0, 0)[1]
+  if not top then return reschedule(domain, index, now) end
+  local priority, crawl = parse_member(top)
+  local limit, window_ms = throttle_for(domain)
+  if limit <= 0 or redis.call('SISMEMBER', KEYS[5], domain) == 1 then
+    redis.call('ZADD', ready, ready_score(now + recheck_ms, priority), domain)
+    return nil
+  end
+  local window_key = fill(TEMPLATES.throttle_window, '\2', domain)
+  local time_key = fill(TEMPLATES.throttle_time, '\2', domain)
+  local allowed = next_allowed(window_key, time_key, limit, window_ms)
+  if allowed > now then
+    redis.call('ZADD', ready, ready_score(math.ceil(allowed), priority), domain)
+    return nil
+  end
+  local item = take_item(domain, index, top, priority, crawl)
+  if not item then return nil end
+  record_dispatch(window_key, time_key, limit, window_ms)
+  reschedule(domain, index, math.ceil(next_allowed(window_key, time_key, limit, window_ms)))
+  return {domain, priority, crawl, item}
+end
+
+local out = {now, 0}
+local first_id = redis.call('INCRBY', KEYS[8], n) - n
+local dispatched, examined = 0, 0
+local due_below = '(' .. (now + 1)
+while dispatched < n and examined < n + lookahead do
+  local domain = redis.call('ZRANGEBYSCORE', ready, '-inf', due_below, 'LIMIT', 0, 1)[1]
+  if not domain then break end
+  examined = examined + 1
+  local got = try_dispatch(domain)
+  if got then
+    dispatched = dispatched + 1
+    local id = tostring(first_id + dispatched)
+    redis.call('ZADD', KEYS[6], now + lease_ms, id)
+    redis.call('HSET', KEYS[7], id, cmsgpack.pack(spider, got[1], got[2], got[3], got[4]))
+    table.insert(out, id)
+    for _, value in ipairs(got) do table.insert(out, value) end
+  end
+end
+if dispatched < n then
+  local first = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
+  if first[1] then
+    out[2] = math.max(0, math.floor(tonumber(first[2])) - now)
+  else
+    out[2] = -1
+  end
+end
+return out

@@ -1,0 +1,65 @@
+-- frontier_purge.lua: one bounded chunk of removing a crawl's requests; call until it says 'done'.
+-- KEYS[1]  crawl blacklist SET (<spiderid>:blacklist)
+-- KEYS[2]  the spider's non-empty domains ZSET
+-- KEYS[3]  the crawl's app SET          KEYS[4]  the crawl's counts HASH
+-- KEYS[5]  leases ZSET                  KEYS[6]  lease records HASH
+-- ARGV[1]  key templates (JSON)         ARGV[2]  spiderid     ARGV[3]  crawlid
+-- ARGV[4]  most requests removed in this chunk
+-- ARGV[5]  phase: 'q<cursor>' (start with 'q0') or 'l<cursor>', as returned by the previous chunk
+-- Returns {removed in this chunk, next phase ('done' when finished)}.
+
+local spider, crawl, budget, phase = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local counts = KEYS[4]
+local removed = 0
+redis.call('SADD', KEYS[1], crawl)
+
+local function drop_subqueue(field)
+  local bar = string.find(field, '|[^|]*$')
+  local domain, priority = string.sub(field, 1, bar - 1), tonumber(string.sub(field, bar + 1))
+  local sub = subqueue_key(spider, domain, priority, crawl)
+  local length = redis.call('LLEN', sub)
+  if length > budget then
+    redis.call('LTRIM', sub, 0, length - budget - 1)
+    redis.call('HINCRBY', counts, field, -budget)
+    return budget
+  end
+  redis.call('DEL', sub)
+  redis.call('HDEL', counts, field)
+  local index = domain_index_key(spider, domain)
+  redis.call('ZREM', index, priority .. '|' .. crawl)
+  if redis.call('EXISTS', index) == 0 then redis.call('ZREM', KEYS[2], domain) end
+  return length
+end
+
+-- Phase 'q<cursor>': scan the count hash and drop sub-queues; a page cut short
+-- by the budget is scanned again (dropped fields are gone, a trimmed one stays).
+if string.sub(phase, 1, 1) == 'q' then
+  local cursor = string.sub(phase, 2)
+  local scan = redis.call('HSCAN', counts, cursor, 'COUNT', 100)
+  local fields = scan[2]
+  for i = 1, #fields, 2 do
+    if budget <= 0 then return {removed, phase} end
+    if fields[i] ~= LEASED_FIELD then
+      local taken = drop_subqueue(fields[i])
+      removed, budget = removed + taken, budget - taken
+    end
+  end
+  if scan[1] ~= '0' then return {removed, 'q' .. scan[1]} end
+  phase = 'l0'
+end
+
+-- Phase 'l<cursor>': drop the crawl's leases (the lease hash holds in-flight requests only).
+local scan = redis.call('HSCAN', KEYS[6], string.sub(phase, 2), 'COUNT', math.max(budget, 10))
+for i = 1, #scan[2], 2 do
+  local id = scan[2][i]
+  local lease_spider, _, _, lease_crawl = cmsgpack.unpack(scan[2][i + 1])
+  if lease_spider == spider and lease_crawl == crawl then
+    redis.call('HDEL', KEYS[6], id)
+    redis.call('ZREM', KEYS[5], id)
+    removed = removed + 1
+  end
+end
+if scan[1] ~= '0' then return {removed, 'l' .. scan[1]} end
+redis.call('DEL', counts)
+redis.call('SREM', KEYS[3], crawl)
+return {removed, 'done'}
