@@ -15,7 +15,7 @@ import redis
 
 from tests.support.services import RedisServer, ServiceUnavailable
 
-pytest_plugins = ["tests.support.zookeeper_fixtures"]
+pytest_plugins = ["tests.support.zookeeper_fixtures", "tests.support.bus_fixtures"]
 
 
 def service_unavailable(exc: Exception) -> None:

@@ -138,6 +138,22 @@ def crawl_timeout(spiderid: str, appid: str, crawlid: str) -> str:
     return f"timeout:{spiderid}:{appid}:{crawlid}"
 
 
+# --- Message bus on Redis Streams (owner: bus) -----------------------------------
+
+def bus_stream(topic: str) -> str:
+    """``bus:stream:<topic>`` — STREAM holding one topic's messages (Redis Streams bus).
+
+    Written by producers (XADD, trimmed to about REDIS_STREAM_MAXLEN entries),
+    read by consumer groups; no TTL.
+    """
+    return f"bus:stream:{topic}"
+
+
+def bus_topics() -> str:
+    """``bus:topics`` — SET of topic names with a stream (owner: bus; no TTL); ``list-topics``."""
+    return "bus:topics"
+
+
 # --- Redis Monitor jobs (owner: kafka monitor writes, redis monitor reads) ----
 #
 # Each job key keeps the original shape and ends with the request's ``uuid``, so

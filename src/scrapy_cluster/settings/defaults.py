@@ -78,6 +78,14 @@ _declare("Bus", "REDIS_STREAM_MAXLEN", 100_000,
 _declare("Bus", "REDIS_STREAM_CLAIM_IDLE_MS", 60_000,
          "Milliseconds an entry may stay pending with a dead consumer before another "
          "consumer of the group claims it (XAUTOCLAIM).")
+_declare("Bus", "REDIS_STREAM_BATCH_SIZE", 500,
+         "Messages the Redis Streams producer sends in one pipelined round trip.")
+_declare("Bus", "REDIS_STREAM_LINGER_MS", 25,
+         "Milliseconds a produced message may wait in the Redis Streams producer's "
+         "buffer before a background thread sends it.")
+_declare("Bus", "REDIS_STREAM_MAX_BUFFERED", 100_000,
+         "Messages the Redis Streams producer keeps while Redis is unreachable; "
+         "beyond that `produce` raises BusUnavailableError.")
 
 # --- Kafka --------------------------------------------------------------
 _declare("Kafka", "KAFKA_HOSTS", "localhost:9092",
@@ -116,6 +124,17 @@ _declare("Kafka", "KAFKA_PRODUCER_BATCH_LINGER_MS", 25,
          "Milliseconds the producer waits to batch messages (librdkafka `linger.ms`).")
 _declare("Kafka", "KAFKA_PRODUCER_BUFFER_BYTES", 4 * 1024 * 1024,
          "Producer TCP send buffer size in bytes (librdkafka `socket.send.buffer.bytes`).")
+_declare("Kafka", "KAFKA_PRODUCER_DELIVERY_TIMEOUT_MS", 300_000,
+         "Milliseconds a produced message may wait for the broker before it is reported "
+         "failed by `flush` (librdkafka `message.timeout.ms`).")
+_declare("Kafka", "KAFKA_TOPIC_PARTITIONS", 3,
+         "Partitions of topics the bus creates on demand: the most consumers of one group "
+         "that can share a topic.")
+_declare("Kafka", "KAFKA_TOPIC_REPLICATION_FACTOR", -1,
+         "Replicas of topics the bus creates on demand; -1 uses the broker's default.")
+_declare("Kafka", "KAFKA_CONSUMER_SESSION_TIMEOUT_MS", 10_000,
+         "Milliseconds without heartbeat before the group gives a consumer's partitions "
+         "(and its unacknowledged messages) to the others.", (KM, REST))
 _declare("Kafka", "KAFKA_CONN_TIMEOUT", 5,
          "Seconds to wait when connecting to the bus.", (RM, CR))
 _declare("Kafka", "KAFKA_APPID_TOPICS", False,

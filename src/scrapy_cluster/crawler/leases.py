@@ -1,0 +1,76 @@
+"""Which leased requests this process holds, and acknowledging them in batches.
+
+A request popped from the frontier is leased to this process. When its outputs are done the
+lease is *finished*; every ``CRAWLER_ACK_FLUSH_MS`` the finished leases are acknowledged in one
+frontier round trip, but only after the ``before_ack`` hook (the bus pipeline's flush) says
+that everything produced so far was delivered. When it was not, the batch is released back to
+the queues instead, so the pages are crawled again rather than lost (at-least-once).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+
+class LeaseFrontier(Protocol):
+    def ack(self, lease_ids: list[str]) -> int: ...
+
+    def release(self, lease_ids: list[str], *, priority_delta: int = 0) -> int: ...
+
+
+class LeaseBook:
+    """Leased request dicts by lease id, plus the finished ones awaiting acknowledgement."""
+
+    def __init__(self, frontier: LeaseFrontier, *, logger: logging.Logger,
+                 before_ack: Callable[[], None] | None = None) -> None:
+        self._frontier = frontier
+        self._logger = logger
+        self._held: dict[str, Mapping[str, Any]] = {}
+        self._finished: list[str] = []
+        self.before_ack = before_ack
+
+    def hold(self, lease_id: str, request: Mapping[str, Any]) -> None:
+        self._held[lease_id] = request
+
+    def request(self, lease_id: str) -> Mapping[str, Any] | None:
+        """The stored request dict of a held lease (for retries), or None."""
+        return self._held.get(lease_id)
+
+    def finish(self, lease_id: str | None) -> None:
+        """Mark ``lease_id`` done; it is acknowledged at the next ``flush``. Unknown ids are ignored."""
+        if lease_id is not None and self._held.pop(lease_id, None) is not None:
+            self._finished.append(lease_id)
+
+    @property
+    def held_count(self) -> int:
+        return len(self._held)
+
+    def flush(self) -> int:
+        """Acknowledge finished leases: ONE round trip (plus the ``before_ack`` hook). Returns acked."""
+        if not self._finished:
+            return 0
+        batch, self._finished = self._finished, []
+        try:
+            if self.before_ack is not None:
+                self.before_ack()
+        except Exception as exc:  # noqa: BLE001 - any delivery failure: give the work back
+            self._logger.error("results not confirmed by the bus; releasing %d requests",
+                               len(batch), extra={"error": repr(exc)})
+            self._safe(self._frontier.release, batch)
+            return 0
+        return self._safe(self._frontier.ack, batch)
+
+    def release_all(self) -> int:
+        """Give every held (unfinished) lease back to the frontier: ONE round trip."""
+        held, self._held = list(self._held), {}
+        return self._safe(self._frontier.release, held) if held else 0
+
+    def _safe(self, call: Callable[[list[str]], int], lease_ids: list[str]) -> int:
+        try:
+            return call(lease_ids)
+        except Exception as exc:  # noqa: BLE001 - Redis down: the reaper returns them later
+            self._logger.warning("frontier unreachable; %d leases left to the reaper",
+                                 len(lease_ids), extra={"error": repr(exc)})
+            return 0

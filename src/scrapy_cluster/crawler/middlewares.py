@@ -1,0 +1,198 @@
+"""Scrapy middlewares of the cluster crawler.
+
+Spider middlewares: ``MetaPassthroughMiddleware`` (children inherit the crawl-API fields) and
+``LeaseFinishMiddleware`` (a page's lease is finished once its outputs are handled).
+Downloader middlewares: ``FrontierRetryMiddleware`` (retries go back to the frontier),
+``CrawlCookiesMiddleware`` (per-request cookies, no shared jar) and
+``ResponseStatsMiddleware`` (status counts, see ``stats.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+from scrapy import Request, Spider
+from scrapy.crawler import Crawler
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import Response
+from scrapy.utils.misc import load_object
+from twisted.internet import task
+
+from scrapy_cluster.crawler import meta as crawl_meta
+from scrapy_cluster.crawler.config import cluster_settings, hostname
+from scrapy_cluster.crawler.scheduler import DistributedScheduler
+from scrapy_cluster.crawler.stats import ResponseStats
+from scrapy_cluster.frontier.codec import DomainExtractor
+from scrapy_cluster.redis_conn import RedisConfig
+
+
+class RequeuedForRetry(IgnoreRequest):
+    """The request went back to the frontier for another try; no item is produced now."""
+
+
+def cluster_scheduler(crawler: Crawler) -> DistributedScheduler | None:
+    engine = crawler.engine
+    scheduler = engine.scheduler if engine is not None else None
+    return scheduler if isinstance(scheduler, DistributedScheduler) else None
+
+
+class MetaPassthroughMiddleware:
+    """Requests a callback yields inherit the crawl-API fields of the response that made them."""
+
+    async def process_spider_output_async(self, response: Response, result: AsyncIterator[Any],
+                                          spider: Spider | None = None) -> AsyncIterator[Any]:
+        async for output in result:
+            if isinstance(output, Request):
+                crawl_meta.inherit(response.meta, output.meta)
+            yield output
+
+    def process_spider_output(self, response: Response, result: Iterable[Any],
+                              spider: Spider | None = None) -> Iterable[Any]:
+        for output in result:
+            if isinstance(output, Request):
+                crawl_meta.inherit(response.meta, output.meta)
+            yield output
+
+
+class LeaseFinishMiddleware:
+    """Outermost spider middleware: finishes a page's lease when its outputs are handled.
+
+    Items are acknowledged with the next batch, after the bus confirmed delivery (``leases``).
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> LeaseFinishMiddleware:
+        return cls(crawler)
+
+    def _finish(self, response: Response) -> None:
+        scheduler = cluster_scheduler(self.crawler)
+        if scheduler is not None and response.request is not None:
+            scheduler.finish(response.request)
+
+    async def process_spider_output_async(self, response: Response, result: AsyncIterator[Any],
+                                          spider: Spider | None = None) -> AsyncIterator[Any]:
+        try:
+            async for output in result:
+                yield output
+        finally:
+            self._finish(response)
+
+    def process_spider_output(self, response: Response, result: Iterable[Any],
+                              spider: Spider | None = None) -> Iterable[Any]:
+        try:
+            yield from result
+        finally:
+            self._finish(response)
+
+    def process_spider_exception(self, response: Response, exception: Exception,
+                                 spider: Spider | None = None) -> None:
+        self._finish(response)
+
+
+class FrontierRetryMiddleware:
+    """Replaces Scrapy's RetryMiddleware: a retry goes back to the frontier at lower priority
+    (RETRY_PRIORITY_ADJUST), possibly to another crawler, up to RETRY_TIMES. After that the
+    response reaches the spider (an item with its status) or the error reaches the errback."""
+
+    def __init__(self, crawler: Crawler, *, max_retries: int, http_codes: set[int],
+                 exceptions: tuple[type[BaseException], ...], priority_adjust: int) -> None:
+        self.crawler, self.max_retries, self.http_codes = crawler, max_retries, http_codes
+        self.exceptions, self.priority_adjust = exceptions, priority_adjust
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> FrontierRetryMiddleware:
+        settings = crawler.settings
+        if not settings.getbool("CLUSTER_RETRY_ENABLED", True):
+            raise NotConfigured("CLUSTER_RETRY_ENABLED is off")
+        exceptions = tuple(load_object(path) if isinstance(path, str) else path
+                           for path in settings.getlist("RETRY_EXCEPTIONS"))
+        return cls(crawler, max_retries=settings.getint("RETRY_TIMES"),
+                   http_codes={int(c) for c in settings.getlist("RETRY_HTTP_CODES")},
+                   exceptions=exceptions, priority_adjust=settings.getint("RETRY_PRIORITY_ADJUST"))
+
+    def _requeue(self, request: Request) -> bool:
+        if request.meta.get("dont_retry"):
+            return False
+        if int(request.meta.get("retry_times") or 0) >= self.max_retries:
+            return False
+        scheduler = cluster_scheduler(self.crawler)
+        return scheduler is not None and scheduler.requeue(
+            request, priority_adjust=self.priority_adjust)
+
+    def process_response(self, request: Request, response: Response,
+                         spider: Spider | None = None) -> Response:
+        if response.status in self.http_codes and self._requeue(request):
+            raise RequeuedForRetry(f"HTTP {response.status}: retry queued")
+        return response
+
+    def process_exception(self, request: Request, exception: Exception,
+                          spider: Spider | None = None) -> None:
+        if isinstance(exception, self.exceptions) and self._requeue(request):
+            raise RequeuedForRetry(f"{type(exception).__name__}: retry queued") from exception
+
+
+class CrawlCookiesMiddleware:
+    """Sends the request's own cookies (``cookies`` dict and the crawl's ``cookie`` string).
+
+    Scrapy's cookie jar is off (COOKIES_ENABLED = False): a long-lived crawler must not carry
+    cookies from one crawl into another.
+    """
+
+    def process_request(self, request: Request, spider: Spider | None = None) -> None:
+        if b"Cookie" in request.headers:
+            return
+        parts = [str(request.meta["cookie"])] if request.meta.get("cookie") else []
+        cookies = request.cookies if isinstance(request.cookies, dict) else {}
+        parts += ["=".join(map(_text, pair)) for pair in cookies.items()]
+        if parts:
+            request.headers["Cookie"] = "; ".join(parts)
+
+
+def _text(value: Any) -> str:
+    return value.decode("latin-1") if isinstance(value, bytes) else str(value)
+
+
+class ResponseStatsMiddleware:
+    """Counts each crawl response's status per spider and domain; flushes every STATS_CYCLE."""
+
+    def __init__(self, stats: ResponseStats, cycle_s: float) -> None:
+        self.stats = stats
+        self._domain = DomainExtractor()
+        self._loop = task.LoopingCall(stats.flush)
+        self._cycle_s = cycle_s
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ResponseStatsMiddleware:
+        from scrapy import signals
+
+        settings = cluster_settings(crawler)
+        client = RedisConfig.from_settings(settings).sync_client()
+        spider_name = crawler.spidercls.name
+        middleware = cls(ResponseStats.from_settings(settings, client, hostname=hostname(),
+                                                     spiderid=spider_name),
+                         float(settings["STATS_CYCLE"]))
+        crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
+        return middleware
+
+    def spider_opened(self, spider: Spider) -> None:
+        self._loop.start(self._cycle_s, now=True)
+
+    def spider_closed(self, spider: Spider) -> None:
+        if self._loop.running:
+            self._loop.stop()
+        self.stats.flush()
+
+    def process_response(self, request: Request, response: Response,
+                         spider: Spider | None = None) -> Response:
+        if request.meta.get("crawlid") is not None:
+            try:
+                domain = self._domain(request.url)
+            except Exception:  # noqa: BLE001 - odd URL: count it under its raw netloc
+                domain = request.url.split("/")[2] if "//" in request.url else "unknown"
+            self.stats.record(domain, response.status)
+        return response

@@ -1,0 +1,102 @@
+"""The item pipeline that sends result items to the bus.
+
+Every item goes to ``<prefix>.crawled_firehose`` and, with ``KAFKA_APPID_TOPICS``, to
+``<prefix>.crawled_<appid>`` (message key: the crawlid). An item larger than the bus limit is
+cut to fit (``items.fit_to_limit``); nothing is dropped silently. A produce that fails is
+remembered: the next lease acknowledgement (``confirm``, run before each ack batch) raises, so
+the batch is released and the pages crawled again instead of being lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from itemadapter import ItemAdapter
+from scrapy import Spider, signals
+from scrapy.crawler import Crawler
+
+from scrapy_cluster.crawler.config import cluster_settings
+from scrapy_cluster.crawler.items import fit_to_limit
+from scrapy_cluster.crawler.middlewares import cluster_scheduler
+from scrapy_cluster.errors import BusError, MessageTooLargeError
+
+ENVELOPE_MARGIN_BYTES = 1024
+FLUSH_TIMEOUT_S = 10.0
+logger = logging.getLogger(__name__)
+
+
+class BusPipeline:
+    """Produces result items (see module docstring). Produce calls buffer; ``confirm`` flushes."""
+
+    def __init__(self, bus: Any, producer: Any, *, prefix: str, appid_topics: bool,
+                 max_bytes: int, crawler: Crawler | None = None) -> None:
+        self.bus, self.producer = bus, producer
+        self.prefix, self.appid_topics = prefix, appid_topics
+        self.max_bytes = max(4096, max_bytes - ENVELOPE_MARGIN_BYTES)
+        self.crawler = crawler
+        self._failure: BaseException | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> BusPipeline:
+        from scrapy_cluster.bus import create_bus
+
+        settings = cluster_settings(crawler)
+        bus = create_bus(settings)
+        pipeline = cls(bus, bus.producer(), prefix=str(settings["KAFKA_TOPIC_PREFIX"]),
+                       appid_topics=bool(settings["KAFKA_APPID_TOPICS"]),
+                       max_bytes=int(settings["BUS_MAX_MESSAGE_BYTES"]), crawler=crawler)
+        crawler.signals.connect(pipeline.spider_opened, signal=signals.spider_opened)
+        return pipeline
+
+    def spider_opened(self, spider: Spider) -> None:
+        scheduler = cluster_scheduler(self.crawler) if self.crawler is not None else None
+        if scheduler is not None:
+            scheduler.leases.before_ack = self.confirm
+
+    def topics_for(self, item: dict[str, Any]) -> list[str]:
+        from scrapy_cluster.bus import topics
+
+        names = [topics.crawled_firehose(self.prefix)]
+        if self.appid_topics and item.get("appid"):
+            names.append(topics.crawled_app(self.prefix, str(item["appid"])))
+        return names
+
+    def process_item(self, item: Any, spider: Spider | None = None) -> Any:
+        data = fit_to_limit(ItemAdapter(item).asdict(), self.max_bytes)
+        key = str(data.get("crawlid") or "") or None
+        for topic in self.topics_for(data):
+            self._produce(topic, data, key)
+        return item
+
+    def _produce(self, topic: str, data: dict[str, Any], key: str | None) -> None:
+        try:
+            self.producer.produce(topic, data, key=key)
+        except MessageTooLargeError:
+            smaller = fit_to_limit(data, self.max_bytes // 2)
+            self._produce_once(topic, {**smaller, "body_truncated": True}, key)
+        except BusError as exc:
+            self._remember(exc, data)
+
+    def _produce_once(self, topic: str, data: dict[str, Any], key: str | None) -> None:
+        try:
+            self.producer.produce(topic, data, key=key)
+        except BusError as exc:
+            self._remember(exc, data)
+
+    def _remember(self, exc: BaseException, data: dict[str, Any]) -> None:
+        self._failure = exc
+        logger.error("result item not sent to the bus: %s", exc, extra={"url": data.get("url")})
+
+    def confirm(self) -> None:
+        """Raise unless everything produced since the last call was delivered."""
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise failure
+        self.producer.flush(FLUSH_TIMEOUT_S)
+
+    def close_spider(self, spider: Spider | None = None) -> None:
+        try:
+            self.producer.close()
+        finally:
+            self.bus.close()

@@ -1,0 +1,65 @@
+"""Run one crawler process: Scrapy's ``CrawlerProcess`` with the cluster settings and a spider."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+from scrapy import Spider
+from scrapy.crawler import CrawlerProcess
+from scrapy.settings import Settings as ScrapySettings
+from scrapy.settings import default_settings
+
+from scrapy_cluster.crawler import settings as crawler_settings
+from scrapy_cluster.crawler.config import HANDOVER_SETTING, scrapy_overrides
+from scrapy_cluster.errors import SettingsError
+
+BUILTIN_SPIDERS = {
+    "link": "scrapy_cluster.crawler.spiders.link:LinkSpider",
+    "wandering": "scrapy_cluster.crawler.spiders.wandering:WanderingSpider",
+}
+
+
+def resolve_spider(name: str) -> type[Spider]:
+    """``link``, ``wandering`` or ``package.module:Class``; SettingsError when it is none."""
+    target = BUILTIN_SPIDERS.get(name, name)
+    module_name, _, class_name = target.partition(":")
+    if not class_name:
+        raise SettingsError(f"spider {name!r}: expected link, wandering or package.module:Class")
+    try:
+        spider_cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise SettingsError(f"spider {name!r} cannot be loaded: {exc}") from exc
+    if not (isinstance(spider_cls, type) and issubclass(spider_cls, Spider)):
+        raise SettingsError(f"spider {name!r} is not a scrapy.Spider subclass")
+    return spider_cls
+
+
+def scrapy_settings(cluster: Mapping[str, Any]) -> ScrapySettings:
+    """Scrapy settings: this package's crawler settings, then the cluster settings."""
+    result = ScrapySettings()
+    result.setmodule(crawler_settings, priority="project")
+    result.update(scrapy_overrides(cluster), priority="project")
+    for name, value in cluster.items():
+        if hasattr(default_settings, name) and _explicit(cluster, name):
+            result.set(name, value, priority="cmdline")
+    result.set("CONCURRENT_REQUESTS", int(cluster["CRAWLER_CONCURRENCY"]), priority="cmdline")
+    result.set("CONCURRENT_REQUESTS_PER_DOMAIN", int(cluster["CRAWLER_PER_DOMAIN_CONCURRENCY"]),
+               priority="cmdline")
+    result.set("LOG_LEVEL", str(cluster.get("SC_LOG_LEVEL", "INFO")), priority="cmdline")
+    result.set(HANDOVER_SETTING, cluster, priority="cmdline")
+    return result
+
+
+def _explicit(cluster: Mapping[str, Any], name: str) -> bool:
+    source = getattr(cluster, "source", None)
+    return source is None or not str(source(name)).startswith("default")
+
+
+def run_crawler(cluster: Mapping[str, Any]) -> None:
+    """Run the configured spider until SIGTERM/SIGINT (Scrapy finishes in-flight requests)."""
+    spider_cls = resolve_spider(str(cluster["CRAWLER_SPIDER"]))
+    process = CrawlerProcess(scrapy_settings(cluster))
+    process.crawl(spider_cls)
+    process.start()

@@ -1,0 +1,216 @@
+"""The Scrapy scheduler on the distributed frontier.
+
+``enqueue_request`` sends a request to the frontier (deduplicated per crawl unless
+``dont_filter``; ONE round trip). ``next_request`` serves from a small local buffer that one
+``pop(SCHEDULER_BUFFER_SIZE)`` refills (ONE round trip per buffer, none while the frontier said
+nothing is dispatchable yet). A background thread blocks in ``frontier.wait_for_work`` while
+the buffer is empty and wakes the engine when work may have arrived, so an idle crawler picks
+up a new crawl at once instead of at Scrapy's 5 s heartbeat. Leases are acknowledged in
+batches (see ``leases.py``). The spider never closes when idle. On close (SIGTERM/SIGINT:
+Scrapy first lets in-flight requests finish) finished leases are acknowledged and everything
+still buffered is released back to the queues: nothing is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from scrapy import Request, Spider, signals
+from scrapy.core.scheduler import BaseScheduler
+from scrapy.crawler import Crawler
+from scrapy.exceptions import DontCloseSpider
+from twisted.internet import task
+
+from scrapy_cluster.crawler.config import cluster_settings
+from scrapy_cluster.crawler.leases import LeaseBook
+from scrapy_cluster.crawler.meta import LEASE_META_KEY
+from scrapy_cluster.crawler.public_ip import PublicIpRefresher
+from scrapy_cluster.crawler.serialization import request_from_dict, request_to_dict
+from scrapy_cluster.errors import RequestSerializationError
+from scrapy_cluster.redis_conn import RedisConfig
+
+IDLE_RECHECK_S = 5.0
+ERROR_BACKOFF_S = 1.0
+MIN_WAKE_INTERVAL_S = 0.01
+logger = logging.getLogger(__name__)
+
+
+class DistributedScheduler(BaseScheduler):
+    """Scrapy ``SCHEDULER`` backed by ``scrapy_cluster.frontier`` (see module docstring)."""
+
+    def __init__(self, frontier: Any, ip: PublicIpRefresher, *, buffer_size: int,
+                 ack_flush_s: float, ip_enabled: bool, clock: Callable[[], float] = time.monotonic,
+                 view_type: Any = None) -> None:
+        self.frontier, self.ip = frontier, ip
+        self.buffer_size, self.ack_flush_s, self.ip_enabled = buffer_size, ack_flush_s, ip_enabled
+        self.leases = LeaseBook(frontier, logger=logger)
+        self._clock = clock
+        self._view_type = view_type
+        self._buffer: deque[Any] = deque()
+        self._next_pop_at = 0.0
+        self._idle = threading.Event()
+        self._stopping = threading.Event()
+        self._wake_engine: Callable[[], None] = lambda: None
+        self._ack_loop: task.LoopingCall | None = None
+        self.spider: Spider | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> DistributedScheduler:
+        from scrapy_cluster.frontier import DispatchView, Frontier
+
+        settings = cluster_settings(crawler)
+        client = RedisConfig.from_settings(settings).sync_client()
+        scheduler = cls(Frontier.from_settings(settings, client),
+                        PublicIpRefresher.from_settings(settings, logger),
+                        buffer_size=int(settings["SCHEDULER_BUFFER_SIZE"]),
+                        ack_flush_s=int(settings["CRAWLER_ACK_FLUSH_MS"]) / 1000,
+                        ip_enabled=bool(settings["SCHEDULER_IP_ENABLED"]), view_type=DispatchView)
+        crawler.signals.connect(scheduler._keep_alive, signal=signals.spider_idle)
+        scheduler._wake_engine = lambda: _schedule_engine(crawler)
+        return scheduler
+
+    # --- Scrapy's scheduler interface --------------------------------------------------------
+
+    def open(self, spider: Spider) -> None:
+        self.spider = spider
+        if self.ip_enabled:
+            self.ip.start()
+        threading.Thread(target=self._wait_for_work, name="frontier-wait", daemon=True).start()
+        self._ack_loop = task.LoopingCall(self.leases.flush)
+        self._ack_loop.start(self.ack_flush_s, now=False)
+
+    def close(self, reason: str) -> None:
+        self._stopping.set()
+        self._idle.set()
+        self.ip.stop()
+        if self._ack_loop is not None and self._ack_loop.running:
+            self._ack_loop.stop()
+        for leased in self._buffer:
+            self.leases.hold(leased.lease_id, leased.request)
+        self._buffer.clear()
+        acked = self.leases.flush()
+        released = self.leases.release_all()
+        logger.info("scheduler closed", extra={"reason": reason, "acked": acked,
+                                               "released": released})
+
+    def has_pending_requests(self) -> bool:
+        return bool(self._buffer)
+
+    def enqueue_request(self, request: Request) -> bool:
+        """Send one request to the frontier: ONE round trip. False when refused or a duplicate."""
+        assert self.spider is not None
+        try:
+            data = request_to_dict(request, self.spider)
+        except RequestSerializationError as exc:
+            logger.error("request cannot be queued: %s", exc, extra={"url": request.url})
+            return False
+        return self.enqueue_dicts([data], dedupe=not request.dont_filter).queued == 1
+
+    def enqueue_dicts(self, requests: Sequence[Mapping[str, Any]], *, dedupe: bool = True) -> Any:
+        """Queue crawl-request dicts in ONE round trip (how spiders send a page's links)."""
+        return self.frontier.enqueue_many(list(requests), dedupe=dedupe)
+
+    def next_request(self) -> Request | None:
+        """A buffered request; refills with ONE pop when empty and the frontier may have work."""
+        if not self._buffer:
+            self._refill()
+        while self._buffer:
+            leased = self._buffer.popleft()
+            request = self._to_request(leased)
+            if request is not None:
+                return request
+        return None
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _to_request(self, leased: Any) -> Request | None:
+        assert self.spider is not None
+        self.leases.hold(leased.lease_id, leased.request)
+        try:
+            return request_from_dict(leased.request, self.spider, lease_id=leased.lease_id)
+        except (RequestSerializationError, KeyError, TypeError, ValueError) as exc:
+            logger.error("dropping a malformed queued request: %s", exc,
+                         extra={"request": repr(leased.request)[:500]})
+            self.leases.finish(leased.lease_id)
+            return None
+
+    def _view(self) -> Any:
+        assert self.spider is not None
+        return self._view_type(self.spider.name, self.ip.current() if self.ip_enabled else None)
+
+    def _refill(self) -> None:
+        now = self._clock()
+        if now < self._next_pop_at or self._stopping.is_set():
+            return
+        try:
+            result = self.frontier.pop(self._view(), self.buffer_size)
+        except Exception as exc:  # noqa: BLE001 - Redis outage: keep running, retry shortly
+            logger.warning("frontier pop failed: %s", exc)
+            self._next_pop_at = now + ERROR_BACKOFF_S
+            return
+        self._buffer.extend(result.requests)
+        if not result.requests:
+            wait_s = IDLE_RECHECK_S if result.wait_s is None else min(result.wait_s, IDLE_RECHECK_S)
+            self._next_pop_at = now + wait_s
+            self._idle.set()
+
+    def _wait_for_work(self) -> None:
+        """Background thread: block on the frontier while idle, then wake the engine."""
+        from twisted.internet import reactor
+
+        while not self._stopping.is_set():
+            self._idle.wait()
+            if self._stopping.is_set():
+                return
+            try:
+                self.frontier.wait_for_work(self._view(), IDLE_RECHECK_S)
+            except Exception as exc:  # noqa: BLE001 - Redis outage: try again after a pause
+                logger.warning("waiting for work failed: %s", exc)
+                self._stopping.wait(ERROR_BACKOFF_S)
+            self._idle.clear()
+            reactor.callFromThread(self._on_work)
+            self._stopping.wait(MIN_WAKE_INTERVAL_S)
+
+    def _on_work(self) -> None:
+        self._next_pop_at = 0.0
+        self._wake_engine()
+
+    def finish(self, request: Request) -> None:
+        """The request's outputs are done: its lease is acknowledged at the next batch."""
+        self.leases.finish(request.meta.get(LEASE_META_KEY))
+
+    def requeue(self, request: Request, *, priority_adjust: int) -> bool:
+        """Put a retry of ``request`` back on the frontier (ONE round trip) and finish its lease."""
+        stored = self.leases.request(request.meta.get(LEASE_META_KEY) or "")
+        if stored is None:
+            return False
+        retry = {**stored, "retry_times": int(stored.get("retry_times") or 0) + 1,
+                 "priority": int(stored.get("priority") or 0) + priority_adjust,
+                 "dont_filter": True}
+        try:
+            self.enqueue_dicts([retry], dedupe=False)
+        except Exception as exc:  # noqa: BLE001 - Redis down: the lease reaper retries it later
+            logger.warning("retry could not be queued: %s", exc, extra={"url": request.url})
+            return False
+        self.finish(request)
+        return True
+
+    def _keep_alive(self, spider: Spider) -> None:
+        raise DontCloseSpider("cluster crawlers wait for new crawls")
+
+
+def _schedule_engine(crawler: Crawler) -> None:
+    """Ask the engine to look for requests now.
+
+    Scrapy has no public call for this; without it the engine would only ask the scheduler
+    again at its 5 s heartbeat. ``_slot.nextcall`` is the engine's own "run soon" hook.
+    """
+    engine = crawler.engine
+    slot = getattr(engine, "_slot", None) if engine is not None else None
+    if slot is not None:
+        slot.nextcall.schedule()

@@ -1,0 +1,1 @@
+"""Spiders shipped with the crawler: ``link`` and ``wandering``; ``ClusterSpider`` is their base."""

@@ -1,0 +1,94 @@
+"""``ClusterSpider``: the base of spiders that run cluster-wide (the original ``RedisSpider``).
+
+A subclass looks like any Scrapy spider (``name``, ``parse``). Crawls come from the crawl API
+through the frontier, so ``start_urls`` is not used; the spider never closes when idle. It
+gets a cluster logger (``self._logger``), ``reconstruct_headers``, an ``errback`` that turns a
+failed request into an error item, and ``enqueue_links`` which sends a page's links to the
+frontier in ONE round trip without building a Scrapy ``Request`` per link.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from scrapy import Spider
+from scrapy.crawler import Crawler
+from scrapy.http import Response
+from scrapy.link import Link
+from twisted.python.failure import Failure
+
+from scrapy_cluster.crawler import items
+from scrapy_cluster.crawler import meta as crawl_meta
+from scrapy_cluster.crawler.config import cluster_settings
+from scrapy_cluster.crawler.middlewares import RequeuedForRetry, cluster_scheduler
+from scrapy_cluster.crawler.serialization import headers_to_dict
+
+
+class ClusterSpider(Spider):
+    """Base spider for the cluster (see module docstring)."""
+
+    _logger: logging.Logger
+    base64_bodies: bool = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> ClusterSpider:
+        from scrapy_cluster.log import configure_logging
+
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        settings = cluster_settings(crawler)
+        spider._logger = configure_logging(settings, prefix="SC_")
+        spider.base64_bodies = bool(settings["KAFKA_BASE_64_ENCODE"])
+        return spider
+
+    async def start(self) -> AsyncIterator[Any]:
+        """No start requests: work arrives through the frontier."""
+        return
+        yield  # pragma: no cover - makes this an async generator
+
+    def now_s(self) -> float:
+        return time.time()
+
+    def reconstruct_headers(self, response: Response) -> dict[str, list[str]]:
+        """Response headers as ``{name: [values]}``: every repeated value kept, JSON-safe."""
+        return headers_to_dict(response.headers)
+
+    def _increment_status_code_stat(self, response: Response) -> None:
+        """Kept for spiders written for the original API; ResponseStatsMiddleware counts now."""
+
+    def page_item(self, response: Response, links: Sequence[Link]) -> dict[str, Any]:
+        """The result item for ``response`` (see ``items.response_item``)."""
+        return items.response_item(response, links, now_s=self.now_s(),
+                                   base64_body=self.base64_bodies)
+
+    def enqueue_links(self, response: Response, links: Sequence[Link], *,
+                      spiderid: str | None = None) -> int:
+        """Queue ``links`` as children of ``response`` (priority -10, depth +1): ONE round trip.
+
+        ``spiderid`` hands them to another spider. Returns how many were new to the crawl.
+        """
+        if not links:
+            return 0
+        base = crawl_meta.inherit(response.meta, {"spiderid": spiderid} if spiderid else {})
+        base["priority"] = crawl_meta.child_priority(response.meta)
+        requests = [{**base, "url": link.url} for link in links]
+        scheduler = cluster_scheduler(self.crawler)
+        if scheduler is None:
+            raise RuntimeError("enqueue_links needs the cluster scheduler (SCHEDULER setting)")
+        return int(scheduler.enqueue_dicts(requests, dedupe=True).queued)
+
+    def errback(self, failure: Failure) -> Iterator[dict[str, Any]]:
+        """A request failed for good: produce an error item (unless it was queued for retry)."""
+        if failure.check(RequeuedForRetry):
+            return
+        request = failure.request  # type: ignore[attr-defined]
+        self._logger.info("request failed", extra={"url": request.url,
+                                                   "error": repr(failure.value)})
+        try:
+            yield items.error_item(request, failure.value, now_s=self.now_s())
+        finally:
+            scheduler = cluster_scheduler(self.crawler)
+            if scheduler is not None:
+                scheduler.finish(request)

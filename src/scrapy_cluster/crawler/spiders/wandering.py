@@ -1,0 +1,34 @@
+"""The ``wandering`` spider: follows one random allowed link per page; ``attrs.step`` counts hops."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from scrapy import Request
+from scrapy.http import Response
+
+from scrapy_cluster.crawler.links import LinkRules, crawl_expired, extract_links
+from scrapy_cluster.crawler.spiders.base import ClusterSpider
+
+
+class WanderingSpider(ClusterSpider):
+    """Hops from page to page until a page has no new allowed link (maxdepth is not used)."""
+
+    name = "wandering"
+    rng = random.Random()
+
+    def parse(self, response: Response) -> Iterator[Any]:
+        step = int(response.meta.get("step") or 0)
+        links = extract_links(response)
+        item = self.page_item(response, links)
+        item["attrs"] = {**(item.get("attrs") or {}), "step": step}
+        rules = LinkRules.from_meta(response.meta)
+        candidates = [] if crawl_expired(response.meta, self.now_s()) else \
+            [link for link in links if rules.allows(link.url)]
+        if candidates:
+            link = self.rng.choice(candidates)
+            yield Request(link.url, callback=self.parse, meta={"step": step + 1},
+                          priority=int(response.meta.get("priority") or 0))
+        yield item

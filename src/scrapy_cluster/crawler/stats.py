@@ -1,0 +1,89 @@
+"""Response statistics of one crawler process, written to Redis in batches.
+
+Per response (no Redis I/O): the status is counted locally. Every ``STATS_CYCLE`` seconds ONE
+round trip (a pipeline) writes:
+
+* ``stats:crawler:<hostname>:<spiderid>:<status>:<window>`` rolling windows (``STATS_TIMES``)
+  and ``...:lifetime`` for the codes in ``STATUS_RESPONSE_CODES`` (when ``STATS_STATUS_CODES``);
+* per domain, the status window and the last N statuses the circuit breaker reads
+  (``keys.crawler_domain_status_window`` / ``keys.crawler_domain_last_statuses``);
+* the heartbeat ``stats:crawler:self:<hostname>:<spiderid>:<id>`` with TTL HEARTBEAT_TIMEOUT.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import redis
+
+from scrapy_cluster import keys
+from scrapy_cluster.stats import WindowedStats
+
+DOMAIN_KEYS_TTL_S = 86_400
+logger = logging.getLogger(__name__)
+
+
+class ResponseStats:
+    """Counts statuses locally; ``flush()`` writes them (see module docstring)."""
+
+    def __init__(self, client: redis.Redis, windowed: WindowedStats, *, hostname: str,
+                 spiderid: str, tracked_codes: set[int], codes_enabled: bool,
+                 window_s: int, last_n: int, clock: Callable[[], float] = time.time) -> None:
+        self.client, self.windowed = client, windowed
+        self.hostname, self.spiderid = hostname, spiderid
+        self.tracked_codes, self.codes_enabled = tracked_codes, codes_enabled
+        self.window_s, self.last_n = window_s, last_n
+        self.instance_id = uuid.uuid4().hex[:12]
+        self._clock = clock
+        self._codes: Counter[int] = Counter()
+        self._by_domain: defaultdict[str, list[tuple[int, int]]] = defaultdict(list)
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], client: redis.Redis, *, hostname: str,
+                      spiderid: str) -> ResponseStats:
+        prefix = keys.stats_key("crawler", hostname, spiderid)
+        return cls(client, WindowedStats.from_settings(settings, client, key_prefix=prefix),
+                   hostname=hostname, spiderid=spiderid,
+                   tracked_codes={int(c) for c in settings["STATUS_RESPONSE_CODES"]},
+                   codes_enabled=bool(settings["STATS_STATUS_CODES"]),
+                   window_s=int(settings["CRAWLER_STATUS_WINDOW_S"]),
+                   last_n=int(settings["CRAWLER_STATUS_LAST_N"]))
+
+    def record(self, domain: str, status: int) -> None:
+        """Count one response. No Redis I/O."""
+        self._codes[status] += 1
+        self._by_domain[domain].append((status, int(self._clock() * 1000)))
+
+    def flush(self) -> None:
+        """Write everything counted since the last flush plus the heartbeat: ONE round trip."""
+        codes, self._codes = self._codes, Counter()
+        by_domain, self._by_domain = self._by_domain, defaultdict(list)
+        pipe = self.client.pipeline(transaction=False)
+        if self.codes_enabled:
+            for status, count in codes.items():
+                if status in self.tracked_codes:
+                    self.windowed.increment(str(status), pipe=pipe, amount=count)
+        for domain, seen in by_domain.items():
+            self._queue_domain(pipe, domain, seen)
+        self.windowed.heartbeat(self.hostname, self.spiderid, self.instance_id, pipe=pipe)
+        try:
+            pipe.execute()
+        except redis.RedisError as exc:
+            logger.warning("crawler stats not written: %s", exc)
+
+    def _queue_domain(self, pipe: Any, domain: str, seen: list[tuple[int, int]]) -> None:
+        window_key = keys.crawler_domain_status_window(domain)
+        last_key = keys.crawler_domain_last_statuses(domain)
+        newest_ms = seen[-1][1]
+        pipe.zadd(window_key, {f"{status}:{at_ms}:{self.instance_id}:{i}": at_ms
+                               for i, (status, at_ms) in enumerate(seen)})
+        pipe.zremrangebyscore(window_key, "-inf", newest_ms - self.window_s * 1000)
+        pipe.expire(window_key, DOMAIN_KEYS_TTL_S)
+        pipe.rpush(last_key, *[status for status, _ in seen])
+        pipe.ltrim(last_key, -self.last_n, -1)
+        pipe.expire(last_key, DOMAIN_KEYS_TTL_S)
