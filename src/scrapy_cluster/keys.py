@@ -238,3 +238,20 @@ def stats_time_window(base: str, window_start_s: int) -> str:
 
 def rest_poll(uuid: str) -> str:
     return f"rest:poll:{uuid}"
+
+
+# --- Crawler (owner: crawler; read by the Redis Monitor's circuit breaker) ------
+
+def crawler_domain_status_window(domain: str) -> str:
+    """``crawler:domain_status:<domain>:window`` — ZSET ``<status>:<unique>`` scored by epoch ms.
+
+    Every response status of the domain in the last CRAWLER_STATUS_WINDOW_S seconds; older
+    members are trimmed on each write. TTL one day after the last write.
+    """
+    return f"crawler:domain_status:{domain}:window"
+
+
+def crawler_domain_last_statuses(domain: str) -> str:
+    """``crawler:domain_status:<domain>:last`` — LIST of the last CRAWLER_STATUS_LAST_N statuses,
+    newest at the right (RPUSH + LTRIM). TTL one day after the last write."""
+    return f"crawler:domain_status:{domain}:last"

@@ -258,6 +258,22 @@ _declare("Throttle", "QUEUE_MODERATED", True,
 # --- Crawler ------------------------------------------------------------
 _declare("Crawler", "CRAWLER_ALLOW_PRIVATE_NETWORKS", False,
          "Allow URLs on loopback/private/link-local/metadata addresses (SSRF guard off).", (CR,))
+_declare("Crawler", "CRAWLER_SPIDER", "link",
+         "Spider `scrapy-cluster crawler` runs: `link`, `wandering` or `package.module:Class`.",
+         (CR,))
+_declare("Crawler", "CRAWLER_CONCURRENCY", 16,
+         "Requests one crawler process downloads at once (Scrapy CONCURRENT_REQUESTS).", (CR,))
+_declare("Crawler", "CRAWLER_PER_DOMAIN_CONCURRENCY", 4,
+         "Most of those slots one domain may hold, so a slow domain cannot take them all "
+         "(Scrapy CONCURRENT_REQUESTS_PER_DOMAIN).", (CR,))
+_declare("Crawler", "CRAWLER_ACK_FLUSH_MS", 50,
+         "Milliseconds finished requests wait to be acknowledged to the frontier together.", (CR,))
+_declare("Crawler", "CRAWLER_PUBLIC_IP_TIMEOUT_S", 3.0,
+         "Seconds one PUBLIC_IP_URL lookup may take before the last known IP is kept.", (CR,))
+_declare("Crawler", "CRAWLER_STATUS_WINDOW_S", 60,
+         "Seconds of per-domain response statuses kept for the circuit breaker.", (CR, RM))
+_declare("Crawler", "CRAWLER_STATUS_LAST_N", 50,
+         "Most recent response statuses kept per domain for the circuit breaker.", (CR, RM))
 
 # --- Rest ---------------------------------------------------------------
 _declare("Rest", "FLASK_LOGGING_ENABLED", True, "Log each HTTP request of the Rest service.", (REST,))
