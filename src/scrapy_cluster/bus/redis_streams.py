@@ -1,0 +1,205 @@
+"""The Redis Streams bus: one stream per topic, consumer groups, XACK, XAUTOCLAIM.
+
+For deployments with one Redis and no Kafka (and the embedded ``up`` mode).
+Each topic is the stream ``keys.bus_stream(topic)``; its entries have the
+fields ``v`` (the JSON value) and, when given, ``k`` (the key). Streams are
+trimmed to about ``REDIS_STREAM_MAXLEN`` entries on every XADD. The set
+``keys.bus_topics()`` lists the topics, so ``list_topics`` never scans keys.
+
+The producer buffers messages and sends them with pipelined XADDs from a
+background thread (after ``REDIS_STREAM_LINGER_MS``) or as soon as
+``REDIS_STREAM_BATCH_SIZE`` are waiting: one round trip per batch. While
+Redis is unreachable the messages stay buffered (up to
+``REDIS_STREAM_MAX_BUFFERED``) and ``flush`` raises ``BusUnavailableError``;
+a later flush, or the background thread, delivers them once Redis is back.
+A batch interrupted by a dropped connection may be sent twice (at-least-once).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import redis
+
+from scrapy_cluster import keys
+from scrapy_cluster.bus.base import encode_key, encode_value
+from scrapy_cluster.bus.redis_streams_consumer import RedisStreamsConsumer, RedisStreamsReader
+from scrapy_cluster.errors import BusUnavailableError
+from scrapy_cluster.redis_conn import RedisConfig
+
+logger = logging.getLogger(__name__)
+
+REDIS_DOWN_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+_RETRY_PAUSE_S = 0.1
+
+
+class RedisStreamsProducer:
+    """Buffered, batched XADD producer; safe to share between threads."""
+
+    def __init__(self, client: redis.Redis, *, max_message_bytes: int, maxlen: int,
+                 batch_size: int, linger_ms: int, max_buffered: int) -> None:
+        self._client = client
+        self._max_message_bytes = max_message_bytes
+        self._maxlen = maxlen
+        self._batch_size = batch_size
+        self._linger_s = linger_ms / 1000
+        self._max_buffered = max_buffered
+        self._buffer: deque[tuple[str, bytes, bytes | None]] = deque()
+        self._lock = threading.Lock()  # guards the buffer; held while sending keeps order
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._down_since: float | None = None
+        self._thread: threading.Thread | None = None
+
+    def produce(self, topic: str, value: Any, *, key: str | bytes | None = None) -> None:
+        """Buffer one message; every ``batch_size``-th one sends a batch (one round trip)."""
+        raw = encode_value(value, self._max_message_bytes)
+        with self._lock:
+            if len(self._buffer) >= self._max_buffered:
+                raise BusUnavailableError(
+                    f"{len(self._buffer)} messages already wait for Redis "
+                    f"(REDIS_STREAM_MAX_BUFFERED); message to {topic!r} refused")
+            self._buffer.append((topic, raw, encode_key(key)))
+            full = len(self._buffer) % self._batch_size == 0
+        if full and self._down_since is None:
+            try:
+                self._send_batch()
+            except BusUnavailableError:
+                pass  # kept buffered; the background thread and flush retry
+        self._start_thread()
+        self._wake.set()
+
+    def flush(self, timeout_s: float = 10.0) -> None:
+        """Send everything buffered, retrying until ``timeout_s``; raises if Redis stays down."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                while self._send_batch():
+                    pass
+                return
+            except BusUnavailableError as exc:
+                if time.monotonic() >= deadline:
+                    raise BusUnavailableError(
+                        f"{self.buffered} messages not delivered after {timeout_s}s: {exc}; "
+                        "they stay buffered and a later flush sends them") from exc
+                self._stop.wait(_RETRY_PAUSE_S)
+
+    def close(self) -> None:
+        """Flush (raising if undelivered), then stop the background thread."""
+        try:
+            self.flush()
+        finally:
+            self._stop.set()
+            self._wake.set()
+            if self._thread is not None:
+                self._thread.join(timeout=5)
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def _send_batch(self) -> int:
+        """XADD up to ``batch_size`` buffered messages in one round trip; returns how many."""
+        with self._lock:
+            batch = [self._buffer[i] for i in range(min(self._batch_size, len(self._buffer)))]
+            if not batch:
+                return 0
+            pipe = self._client.pipeline(transaction=False)
+            for topic, raw, key in batch:
+                fields: dict[str, bytes] = {"v": raw} if key is None else {"v": raw, "k": key}
+                pipe.xadd(keys.bus_stream(topic), fields,  # type: ignore[arg-type]
+                          maxlen=self._maxlen, approximate=True)
+            pipe.sadd(keys.bus_topics(), *{topic for topic, _, _ in batch})
+            try:
+                pipe.execute()
+            except REDIS_DOWN_ERRORS as exc:
+                self._note_down(exc)
+                raise BusUnavailableError(f"Redis unreachable: {exc}") from exc
+            for _ in batch:
+                self._buffer.popleft()
+        if self._down_since is not None:
+            logger.info("Redis reachable again; buffered messages are being sent")
+            self._down_since = None
+        return len(batch)
+
+    def _note_down(self, exc: Exception) -> None:
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            logger.warning("Redis unreachable, keeping %d messages buffered: %s",
+                           len(self._buffer), exc)
+
+    def _start_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="redis-streams-producer",
+                                            daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            if self._stop.wait(self._linger_s):
+                return
+            try:
+                while self._send_batch():
+                    pass
+            except BusUnavailableError:
+                self._stop.wait(1.0)  # back off, then try again
+                self._wake.set()
+
+
+class RedisStreamsBus:
+    """``MessageBus`` on Redis Streams. Owns ``client`` only when built by ``from_settings``."""
+
+    def __init__(self, client: redis.Redis, *, max_message_bytes: int, maxlen: int,
+                 claim_idle_ms: int, batch_size: int, linger_ms: int, max_buffered: int,
+                 owns_client: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
+        self._client = client
+        self._producer_options: dict[str, int] = {
+            "max_message_bytes": max_message_bytes, "maxlen": maxlen,
+            "batch_size": batch_size, "linger_ms": linger_ms, "max_buffered": max_buffered}
+        self._claim_idle_ms = claim_idle_ms
+        self._owns_client = owns_client
+        self._clock = clock
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], client: redis.Redis | None = None,
+                      clock: Callable[[], float] = time.monotonic) -> RedisStreamsBus:
+        owns = client is None
+        if client is None:
+            client = RedisConfig.from_settings(settings).sync_client()
+        return cls(client, max_message_bytes=int(settings["BUS_MAX_MESSAGE_BYTES"]),
+                   maxlen=int(settings["REDIS_STREAM_MAXLEN"]),
+                   claim_idle_ms=int(settings["REDIS_STREAM_CLAIM_IDLE_MS"]),
+                   batch_size=int(settings["REDIS_STREAM_BATCH_SIZE"]),
+                   linger_ms=int(settings["REDIS_STREAM_LINGER_MS"]),
+                   max_buffered=int(settings["REDIS_STREAM_MAX_BUFFERED"]),
+                   owns_client=owns, clock=clock)
+
+    def producer(self) -> RedisStreamsProducer:
+        return RedisStreamsProducer(self._client, **self._producer_options)
+
+    def consumer(self, topics: Sequence[str], group: str, *,
+                 from_beginning: bool = False) -> RedisStreamsConsumer:
+        return RedisStreamsConsumer(self._client, topics, group, from_beginning=from_beginning,
+                                    claim_idle_ms=self._claim_idle_ms, clock=self._clock)
+
+    def reader(self, topics: Sequence[str], *, from_beginning: bool = False) -> RedisStreamsReader:
+        return RedisStreamsReader(self._client, topics, from_beginning=from_beginning)
+
+    def list_topics(self) -> list[str]:
+        """One round trip (SMEMBERS of the topic registry)."""
+        try:
+            names = self._client.smembers(keys.bus_topics())
+        except REDIS_DOWN_ERRORS as exc:
+            raise BusUnavailableError(f"Redis unreachable: {exc}") from exc
+        return sorted(name.decode() for name in names)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        if self._owns_client:
+            self._client.close()
