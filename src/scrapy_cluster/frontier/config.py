@@ -1,0 +1,103 @@
+"""The cluster's domain configuration as the frontier reads it: throttle overrides and blacklist.
+
+Stored in Redis (``domain-config:throttle`` HASH domain -> JSON, and
+``domain-config:blacklist`` SET) because the pop script reads both in the same
+round trip. A later source of truth (ZooKeeper, live updates) writes through
+``DomainConfig.replace_all``; every write makes the domain due again in every
+ready set, so the change applies on the next pop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+import redis
+
+from scrapy_cluster import keys
+from scrapy_cluster.errors import FrontierError
+
+
+class DomainToucher(Protocol):
+    def touch_domain(self, domain: str) -> int: ...
+
+
+@dataclass(frozen=True)
+class DomainThrottle:
+    """``hits`` per ``window_s``, scaled: limit = floor(hits * clamp(scale, 0, 1)); 0 pauses."""
+
+    window_s: float
+    hits: int
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.hits, int) and self.hits >= 0):
+            raise FrontierError(f"hits must be a non-negative integer, got {self.hits!r}")
+        if not (math.isfinite(self.window_s) and self.window_s >= 0):
+            raise FrontierError(f"window must be a non-negative number, got {self.window_s!r}")
+        if not math.isfinite(self.scale):
+            raise FrontierError(f"scale must be a finite number, got {self.scale!r}")
+
+    @property
+    def limit(self) -> int:
+        return math.floor(self.hits * min(1.0, max(0.0, self.scale)))
+
+    def to_json(self) -> bytes:
+        return orjson.dumps({"window": self.window_s, "hits": self.hits, "scale": self.scale})
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> DomainThrottle:
+        data: dict[str, Any] = orjson.loads(raw)
+        return cls(window_s=float(data["window"]), hits=int(data["hits"]),
+                   scale=float(data.get("scale", 1.0)))
+
+
+class DomainConfig:
+    """Reads and writes the domain configuration; each write is two round trips
+    (the write, then one script that re-dues the domain)."""
+
+    def __init__(self, redis_client: redis.Redis, toucher: DomainToucher) -> None:
+        self.redis = redis_client
+        self.toucher = toucher
+
+    def set_throttle(self, domain: str, throttle: DomainThrottle) -> None:
+        self.redis.hset(keys.domain_throttle_config(), domain, throttle.to_json())
+        self.toucher.touch_domain(domain)
+
+    def remove_throttle(self, domain: str) -> None:
+        self.redis.hdel(keys.domain_throttle_config(), domain)
+        self.toucher.touch_domain(domain)
+
+    def throttles(self) -> dict[str, DomainThrottle]:
+        raw = self.redis.hgetall(keys.domain_throttle_config())
+        return {domain.decode(): DomainThrottle.from_json(value) for domain, value in raw.items()}
+
+    def add_blacklist(self, domain: str) -> None:
+        self.redis.sadd(keys.domain_blacklist(), domain)
+        self.toucher.touch_domain(domain)
+
+    def remove_blacklist(self, domain: str) -> None:
+        self.redis.srem(keys.domain_blacklist(), domain)
+        self.toucher.touch_domain(domain)
+
+    def blacklist(self) -> set[str]:
+        return {domain.decode() for domain in self.redis.smembers(keys.domain_blacklist())}
+
+    def replace_all(self, throttles: Mapping[str, DomainThrottle], blacklist: set[str]) -> None:
+        """Make Redis hold exactly this configuration (for an outside source of truth)."""
+        old_throttles, old_blacklist = self.throttles(), self.blacklist()
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.delete(keys.domain_throttle_config(), keys.domain_blacklist())
+        if throttles:
+            pipe.hset(keys.domain_throttle_config(),
+                      mapping={domain: value.to_json() for domain, value in throttles.items()})
+        if blacklist:
+            pipe.sadd(keys.domain_blacklist(), *sorted(blacklist))
+        pipe.execute()
+        changed = {domain for domain in set(old_throttles) | set(throttles)
+                   if old_throttles.get(domain) != throttles.get(domain)}
+        for domain in sorted(changed | (old_blacklist ^ blacklist)):
+            self.toucher.touch_domain(domain)
