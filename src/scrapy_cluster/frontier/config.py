@@ -73,7 +73,7 @@ class DomainConfig:
 
     def throttles(self) -> dict[str, DomainThrottle]:
         raw = self.redis.hgetall(keys.domain_throttle_config())
-        return {domain.decode(): DomainThrottle.from_json(value) for domain, value in raw.items()}
+        return {_text(domain): DomainThrottle.from_json(value) for domain, value in raw.items()}
 
     def add_blacklist(self, domain: str) -> None:
         self.redis.sadd(keys.domain_blacklist(), domain)
@@ -84,7 +84,7 @@ class DomainConfig:
         self.toucher.touch_domain(domain)
 
     def blacklist(self) -> set[str]:
-        return {domain.decode() for domain in self.redis.smembers(keys.domain_blacklist())}
+        return {_text(domain) for domain in self.redis.smembers(keys.domain_blacklist())}
 
     def replace_all(self, throttles: Mapping[str, DomainThrottle], blacklist: set[str]) -> None:
         """Make Redis hold exactly this configuration (for an outside source of truth)."""
@@ -101,3 +101,7 @@ class DomainConfig:
                    if old_throttles.get(domain) != throttles.get(domain)}
         for domain in sorted(changed | (old_blacklist ^ blacklist)):
             self.toucher.touch_domain(domain)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -146,7 +146,8 @@ local function requeue_lease(leases, lease_items, id, delta, now, view_timeout_m
   if redis.call('SISMEMBER', spider_key('blacklist', spider), crawl) == 1 then return 0 end
   if delta ~= 0 then
     local seq = redis.call('INCR', spider_key('seq', spider))
-    item = seq .. string.sub(item, string.find(item, ' ', 1, true))
+    local space = string.find(item, ' ', 1, true)
+    item = seq .. string.sub(item, space)
   end
   push_item(spider, domain, priority + delta, crawl, item, delta == 0, now, view_timeout_ms)
   wake(spider, 1)

@@ -44,6 +44,7 @@ if string.sub(phase, 1, 1) == 'q' then
       removed, budget = removed + taken, budget - taken
     end
   end
+  if budget <= 0 then return {removed, phase} end
   if scan[1] ~= '0' then return {removed, 'q' .. scan[1]} end
   phase = 'l0'
 end

@@ -1,0 +1,174 @@
+"""Leases (at-least-once), dedupe, crawl info and purge against a real redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import redis
+import redis.asyncio
+
+from scrapy_cluster import keys
+from scrapy_cluster.frontier import AsyncFrontier, DispatchView
+from tests.test_frontier_helpers import (
+    VIEW,
+    ManualClock,
+    drain,
+    make_frontier,
+    pop_urls,
+    req,
+    settings,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def test_acked_request_never_returns(redis_client: redis.Redis) -> None:
+    clock = ManualClock()
+    frontier = make_frontier(redis_client, clock, LEASE_TIMEOUT=10)
+    frontier.enqueue_many([req("http://a.com/")])
+    leased = frontier.pop(VIEW, 1).requests
+    assert frontier.ack([leased[0].lease_id]) == 1
+    clock.advance(60_000)
+    assert frontier.reap() == 0
+    assert drain(frontier) == []
+
+
+def test_released_request_goes_back_to_the_head(redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock())
+    frontier.enqueue_many([req("http://a.com/1"), req("http://a.com/2")])
+    first = frontier.pop(VIEW, 1).requests[0]
+    assert frontier.release([first.lease_id]) == 1
+    assert drain(frontier) == ["http://a.com/1", "http://a.com/2"]
+
+
+def test_release_with_negative_delta_lowers_priority(redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock())
+    frontier.enqueue_many([req("http://a.com/1"), req("http://a.com/2")])
+    first = frontier.pop(VIEW, 1).requests[0]
+    frontier.release([first.lease_id], priority_delta=-1)
+    leased = frontier.pop(VIEW, 2).requests
+    assert [(item.request["url"], item.request["priority"]) for item in leased] == [
+        ("http://a.com/2", 1), ("http://a.com/1", 0)]
+
+
+def test_reap_returns_expired_leases_only(redis_client: redis.Redis) -> None:
+    clock = ManualClock()
+    frontier = make_frontier(redis_client, clock, LEASE_TIMEOUT=10)
+    frontier.enqueue_many([req("http://a.com/1")])
+    frontier.pop(VIEW, 1)
+    clock.advance(9_999)
+    frontier.enqueue_many([req("http://b.com/2")])
+    frontier.pop(VIEW, 1)
+    clock.advance(1)
+    assert frontier.reap() == 1
+    assert drain(frontier) == ["http://a.com/1"]
+
+
+def test_release_held_gives_back_everything_on_shutdown(redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock())
+    frontier.enqueue_many([req(f"http://d{i}.com/") for i in range(4)])
+    leased = frontier.pop(VIEW, 4).requests
+    frontier.ack([leased[0].lease_id])
+    assert frontier.release_held() == 3
+    assert len(drain(frontier)) == 3
+
+
+def test_duplicate_is_counted_and_not_queued(redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock())
+    frontier.enqueue_many([req("http://a.com/?b=1&a=2")], dedupe=True)
+    result = frontier.enqueue_many([req("http://a.com/?a=2&b=1"), req("http://a.com/new")],
+                                   dedupe=True)
+    assert (result.queued, result.duplicates) == (1, 1)
+
+
+def test_dont_filter_skips_the_duplicate_check(redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock())
+    frontier.enqueue_many([req("http://a.com/")], dedupe=True)
+    result = frontier.enqueue_many([req("http://a.com/", dont_filter=True)], dedupe=True)
+    assert (result.queued, result.duplicates) == (1, 0)
+
+
+def test_another_crawl_may_crawl_the_same_url(redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock())
+    frontier.enqueue_many([req("http://a.com/", crawlid="one")], dedupe=True)
+    result = frontier.enqueue_many([req("http://a.com/", crawlid="two")], dedupe=True)
+    assert result.queued == 1
+
+
+def test_many_fingerprints_in_one_bucket_are_told_apart(redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock())
+    batch = [req(f"http://a.com/{i}") for i in range(20_000)]
+    assert frontier.enqueue_many(batch, dedupe=True).queued == 20_000
+    assert frontier.enqueue_many(batch[::1000], dedupe=True).duplicates == 20
+
+
+def test_dupefilter_expires_after_its_timeout(redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock(), DUPEFILTER_TIMEOUT=0.2)
+    frontier.enqueue_many([req("http://a.com/")], dedupe=True)
+    filter_key = keys.dupefilter("link", "c1")
+    assert 0 < redis_client.pttl(filter_key) <= 200
+    deadline = time.monotonic() + 5
+    while redis_client.exists(filter_key) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert frontier.enqueue_many([req("http://a.com/")], dedupe=True).queued == 1
+
+
+def test_info_counts_match_queue_content(redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock())
+    frontier.enqueue_many([req("http://a.com/1", priority=5), req("http://a.com/2", priority=2),
+                           req("http://b.com/1", priority=3), req("http://c.com/", crawlid="c2")])
+    leased = frontier.pop(VIEW, 1).requests
+    info = frontier.crawl_info("link", "app", "c1").as_dict()
+    assert info == {"spiderid": "link", "appid": "app", "crawlid": "c1", "total_pending": 2,
+                    "total_domains": 2, "in_flight": 1,
+                    "domains": {"a.com": {"total": 1, "high_priority": 2, "low_priority": 2},
+                                "b.com": {"total": 1, "high_priority": 3, "low_priority": 3}}}
+    assert leased[0].request["url"] == "http://a.com/1"
+
+
+def test_info_per_app_sums_its_crawls(redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock())
+    frontier.enqueue_many([req("http://a.com/1"), req("http://a.com/2", crawlid="c2"),
+                           req("http://a.com/3", appid="other", crawlid="c3")])
+    info = frontier.crawl_info("link", "app")
+    assert (info.total_pending, info.crawlids) == (2, ["c1", "c2"])
+
+
+def test_purge_removes_the_crawl_and_its_leases_only(redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock())
+    frontier.enqueue_many([req(f"http://d{i}.com/{i}") for i in range(10)]
+                          + [req(f"http://d{i}.com/keep", crawlid="c2") for i in range(3)])
+    leased = frontier.pop(VIEW, 2).requests
+    assert frontier.purge("link", "app", "c1") == 10 - sum(
+        item.request["crawlid"] == "c2" for item in leased)
+    assert frontier.release([item.lease_id for item in leased]) == sum(
+        item.request["crawlid"] == "c2" for item in leased)
+    assert sorted(drain(frontier)) == [f"http://d{i}.com/keep" for i in range(3)]
+    assert redis_client.sismember(keys.crawl_blacklist("link"), "c1")
+    assert frontier.enqueue_many([req("http://new.com/")]).blacklisted == 1
+
+
+def test_purge_by_app_removes_all_its_crawls(redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock(), FRONTIER_PURGE_CHUNK=3)
+    frontier.enqueue_many([req(f"http://a.com/{i}", crawlid=f"c{i % 2}") for i in range(10)]
+                          + [req("http://a.com/x", appid="other", crawlid="o")])
+    assert frontier.purge("link", "app") == 10
+    assert pop_urls(frontier, 10) == ["http://a.com/x"]
+
+
+def test_async_frontier_shares_the_queues(redis_url: str, redis_client: redis.Redis) -> None:
+    sync_frontier = make_frontier(redis_client, ManualClock())
+    sync_frontier.enqueue_many([req("http://a.com/1"), req("http://b.com/2")])
+
+    async def scenario() -> tuple[list[str], int, int]:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        frontier = AsyncFrontier.from_settings(settings(), client)
+        popped = await frontier.pop(DispatchView("link", "10.0.0.1"), 5)
+        acked = await frontier.ack([popped.requests[0].lease_id])
+        info = await frontier.crawl_info("link", "app", "c1")
+        await client.aclose()
+        return sorted(item.request["url"] for item in popped.requests), acked, info.in_flight
+
+    assert asyncio.run(scenario()) == (["http://a.com/1", "http://b.com/2"], 1, 1)
