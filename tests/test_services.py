@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
 from tests.conftest import service_unavailable
@@ -37,6 +38,12 @@ def test_private_redis_answers_ping_after_restart(private_redis: RedisServer) ->
         assert client.ping() is True
     finally:
         client.close()
+
+
+def test_kafka_fixture_answers_a_metadata_request_naming_itself(kafka_bootstrap: str) -> None:
+    metadata = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=30)
+    assert [f"{broker.host}:{broker.port}" for broker in metadata.brokers.values()] == [
+        kafka_bootstrap]
 
 
 def test_zookeeper_fixture_stores_and_returns_a_node(kazoo: KazooClient) -> None:
