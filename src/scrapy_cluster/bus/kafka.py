@@ -116,10 +116,12 @@ class KafkaProducer:
         self._failed = 0
         self._first_failure: str | None = None
         self._lock = threading.Lock()
+        self._topics_used: set[str] = set()
 
     def produce(self, topic: str, value: Any, *, key: str | bytes | None = None) -> None:
         raw = encode_value(value, self._max_message_bytes)
         self._topics.ensure_in_background(topic)
+        self._topics_used.add(topic)
         try:
             self._send(topic, raw, encode_key(key))
         except BufferError:
@@ -137,6 +139,8 @@ class KafkaProducer:
 
     def flush(self, timeout_s: float = 10.0) -> None:
         """Wait for delivery; raises BusError for failed messages, BusUnavailableError for waiting ones."""
+        for topic in self._topics_used:  # a creation that failed while the broker was away
+            self._topics.ensure_in_background(topic)
         waiting = self._producer.flush(timeout_s)
         with self._lock:
             failed, first, self._failed, self._first_failure = (

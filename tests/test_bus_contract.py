@@ -1,0 +1,350 @@
+"""The message-bus contract, run against both backends on real servers.
+
+Every test taking ``bus_backend`` runs twice: on the session's tansu broker
+(Kafka protocol) and on the session's redis-server (Redis Streams).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+import pytest
+import redis
+
+from scrapy_cluster import keys
+from scrapy_cluster.bus import Consumer, Message, MessageBus, create_bus, topics
+from scrapy_cluster.bus.base import encode_value
+from scrapy_cluster.errors import BusUnavailableError, MessageTooLargeError, SettingsError
+from scrapy_cluster.settings import Settings, load_settings
+from tests.conftest import service_unavailable
+from tests.support.kafka_broker import KafkaBroker
+from tests.support.services import RedisServer, ServiceUnavailable, free_port
+
+BusBackend = tuple[str, dict[str, Any]]
+DEADLINE_S = 30.0
+
+
+def bus_settings(bus_backend: BusBackend, **extra: Any) -> Settings:
+    return load_settings(environ={}, overrides={**bus_backend[1], **extra})
+
+
+@pytest.fixture
+def bus(bus_backend: BusBackend) -> Iterator[MessageBus]:
+    message_bus = create_bus(bus_settings(bus_backend))
+    yield message_bus
+    message_bus.close()
+
+
+@pytest.fixture
+def topic() -> str:
+    return f"test.{uuid.uuid4().hex[:12]}"
+
+
+def produce_all(bus: MessageBus, topic: str, values: list[Any],
+                key: Callable[[Any], str | None] = lambda value: None) -> None:
+    producer = bus.producer()
+    for value in values:
+        producer.produce(topic, value, key=key(value))
+    producer.close()
+
+
+def drain(consumer: Consumer, count: int, *, ack: bool = True) -> list[Message]:
+    """Poll until ``count`` messages arrived (or the deadline passed)."""
+    received: list[Message] = []
+    deadline = time.monotonic() + DEADLINE_S
+    while len(received) < count and time.monotonic() < deadline:
+        batch = consumer.poll(max_messages=count - len(received), timeout_s=0.5)
+        if ack:
+            consumer.ack(batch)
+        received += batch
+    return received
+
+
+def assert_nothing_more(consumer: Consumer) -> None:
+    assert consumer.poll(timeout_s=1.0) == []
+
+
+def wait_until_assigned(*consumers: Consumer) -> None:
+    """Kafka only: poll until each group member owns partitions (Redis members need no wait)."""
+    deadline = time.monotonic() + DEADLINE_S
+    for consumer in consumers:
+        assignment = getattr(consumer, "assignment", None)
+        while assignment is not None and not assignment() and time.monotonic() < deadline:
+            for member in consumers:
+                assert member.poll(timeout_s=0.2) == []
+
+
+# --- units (no server) -----------------------------------------------------------
+
+
+def test_encode_value_refuses_a_value_over_the_limit() -> None:
+    with pytest.raises(MessageTooLargeError, match="12 bytes exceeds BUS_MAX_MESSAGE_BYTES=11"):
+        encode_value("x" * 10, max_bytes=11)
+
+
+def test_topic_names_follow_the_api() -> None:
+    settings = load_settings(environ={})
+    assert topics.incoming(settings) == "demo.incoming"
+    assert topics.crawled_firehose("demo") == "demo.crawled_firehose"
+    assert topics.crawled_app("demo", "app1") == "demo.crawled_app1"
+    assert topics.outbound_firehose("demo") == "demo.outbound_firehose"
+    assert topics.outbound_app("demo", "app1") == "demo.outbound_app1"
+
+
+def test_unknown_backend_is_a_settings_error() -> None:
+    with pytest.raises(SettingsError, match="BUS_BACKEND must be one of kafka, redis"):
+        create_bus(load_settings(environ={}, overrides={"BUS_BACKEND": "carrier-pigeon"}))
+
+
+# --- the contract, on both backends --------------------------------------------------
+
+
+@pytest.mark.integration
+def test_messages_with_one_key_keep_their_order(bus: MessageBus, topic: str) -> None:
+    values = [{"key": f"k{i % 3}", "seq": i} for i in range(60)]
+    produce_all(bus, topic, values, key=lambda value: value["key"])
+    consumer = bus.consumer([topic], "order", from_beginning=True)
+    received = [message.value for message in drain(consumer, 60)]
+    consumer.close()
+    for key in ("k0", "k1", "k2"):
+        assert [v["seq"] for v in received if v["key"] == key] == [
+            v["seq"] for v in values if v["key"] == key]
+
+
+_DYING_CONSUMER = """
+import json, sys, time
+from scrapy_cluster.bus import create_bus
+from scrapy_cluster.settings import load_settings
+bus = create_bus(load_settings(environ={}, overrides=json.loads(sys.argv[1])))
+consumer = bus.consumer([sys.argv[2]], sys.argv[3], from_beginning=True)
+while not (messages := consumer.poll(timeout_s=0.5)):
+    pass
+print("received", len(messages), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.integration
+def test_unacknowledged_messages_are_redelivered_after_their_consumer_dies(
+        bus: MessageBus, bus_backend: BusBackend, topic: str) -> None:
+    produce_all(bus, topic, [{"n": n} for n in range(5)])
+    dying = subprocess.Popen([sys.executable, "-c", _DYING_CONSUMER, json.dumps(bus_backend[1]),
+                              topic, "crash"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert dying.stdout is not None
+        assert dying.stdout.readline().startswith("received ")
+    finally:
+        os.kill(dying.pid, signal.SIGKILL)
+        dying.wait()
+    survivor = bus.consumer([topic], "crash", from_beginning=True)
+    received = drain(survivor, 5)
+    survivor.close()
+    assert sorted(message.value["n"] for message in received) == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.integration
+def test_acknowledged_messages_are_not_delivered_again_to_the_group(
+        bus: MessageBus, topic: str) -> None:
+    produce_all(bus, topic, [{"n": 1}, {"n": 2}])
+    first = bus.consumer([topic], "acked", from_beginning=True)
+    assert sorted(m.value["n"] for m in drain(first, 2)) == [1, 2]
+    first.close()
+    produce_all(bus, topic, [{"n": 3}])
+    second = bus.consumer([topic], "acked", from_beginning=True)
+    received = drain(second, 1)
+    assert_nothing_more(second)
+    second.close()
+    assert [m.value for m in received] == [{"n": 3}]
+
+
+@pytest.mark.integration
+def test_two_consumers_of_one_group_share_messages_without_duplicates(
+        bus: MessageBus, topic: str) -> None:
+    first = bus.consumer([topic], "split", from_beginning=True)
+    second = bus.consumer([topic], "split", from_beginning=True)
+    wait_until_assigned(first, second)
+    produce_all(bus, topic, [{"n": n} for n in range(60)], key=lambda value: f"k{value['n']}")
+    seen: dict[str, list[int]] = {"first": [], "second": []}
+    deadline = time.monotonic() + DEADLINE_S
+    while len(seen["first"]) + len(seen["second"]) < 60 and time.monotonic() < deadline:
+        for name, consumer in (("first", first), ("second", second)):
+            batch = consumer.poll(max_messages=7, timeout_s=0.2)
+            consumer.ack(batch)
+            seen[name] += [message.value["n"] for message in batch]
+    first.close()
+    second.close()
+    assert sorted(seen["first"] + seen["second"]) == list(range(60))
+    assert seen["first"] and seen["second"]
+
+
+@pytest.mark.integration
+def test_consumer_from_the_end_sees_only_newer_messages(bus: MessageBus, topic: str) -> None:
+    produce_all(bus, topic, [{"age": "old"}])
+    consumer = bus.consumer([topic], "from-end", from_beginning=False)
+    wait_until_assigned(consumer)
+    assert consumer.poll(timeout_s=0.5) == []
+    produce_all(bus, topic, [{"age": "new"}])
+    received = drain(consumer, 1)
+    assert_nothing_more(consumer)
+    consumer.close()
+    assert [m.value for m in received] == [{"age": "new"}]
+
+
+@pytest.mark.integration
+def test_consumer_from_the_beginning_sees_older_messages(bus: MessageBus, topic: str) -> None:
+    produce_all(bus, topic, [{"age": "old"}])
+    consumer = bus.consumer([topic], "from-start", from_beginning=True)
+    received = drain(consumer, 1)
+    consumer.close()
+    assert [m.value for m in received] == [{"age": "old"}]
+
+
+@pytest.mark.integration
+def test_one_megabyte_message_round_trips(bus: MessageBus, topic: str) -> None:
+    value = {"body": "é" * (512 * 1024)}  # two bytes each in UTF-8
+    produce_all(bus, topic, [value])
+    consumer = bus.consumer([topic], "big", from_beginning=True)
+    received = drain(consumer, 1)
+    consumer.close()
+    assert len(received[0].raw) > 1024 * 1024
+    assert received[0].value == value
+
+
+@pytest.mark.integration
+def test_oversized_message_is_refused_and_nothing_is_sent(
+        bus: MessageBus, bus_backend: BusBackend, topic: str) -> None:
+    limit = bus_settings(bus_backend)["BUS_MAX_MESSAGE_BYTES"]
+    producer = bus.producer()
+    with pytest.raises(MessageTooLargeError, match="exceeds BUS_MAX_MESSAGE_BYTES"):
+        producer.produce(topic, "x" * limit)
+    producer.produce(topic, {"after": True})
+    producer.close()
+    consumer = bus.consumer([topic], "oversized", from_beginning=True)
+    received = drain(consumer, 1)
+    assert_nothing_more(consumer)
+    consumer.close()
+    assert [m.value for m in received] == [{"after": True}]
+
+
+@pytest.mark.integration
+def test_list_topics_names_a_topic_once_produced_to(bus: MessageBus, topic: str) -> None:
+    produce_all(bus, topic, [{"n": 1}])
+    consumer = bus.consumer([topic], "listing", from_beginning=True)
+    drain(consumer, 1)  # the topic surely exists once a message came back
+    consumer.close()
+    assert topic in bus.list_topics()
+
+
+def inject_raw(bus_backend: BusBackend, topic: str, raw: bytes) -> None:
+    """Write bytes that are not JSON, as a foreign producer might."""
+    name, overrides = bus_backend
+    if name == "kafka":
+        producer = confluent_kafka.Producer({"bootstrap.servers": overrides["KAFKA_HOSTS"]})
+        producer.produce(topic, raw)
+        assert producer.flush(10) == 0
+    else:
+        redis.Redis.from_url(overrides["REDIS_URL"]).xadd(keys.bus_stream(topic), {"v": raw})
+
+
+@pytest.mark.integration
+def test_message_that_is_not_json_arrives_with_an_error_and_no_value(
+        bus: MessageBus, bus_backend: BusBackend, topic: str) -> None:
+    consumer = bus.consumer([topic], "garbage", from_beginning=True)
+    inject_raw(bus_backend, topic, b"\xff not json")
+    produce_all(bus, topic, [{"fine": True}])
+    received = drain(consumer, 2)
+    consumer.close()
+    broken = [message for message in received if message.raw == b"\xff not json"]
+    assert len(broken) == 1 and broken[0].value is None
+    assert broken[0].error is not None and "not valid JSON" in broken[0].error
+    assert [m.value for m in received if m is not broken[0]] == [{"fine": True}]
+
+
+@pytest.mark.integration
+def test_reader_sees_every_message_produced_after_it_was_created(
+        bus: MessageBus, topic: str) -> None:
+    produce_all(bus, topic, [{"age": "old"}])
+    reader = bus.reader([topic])
+    produce_all(bus, topic, [{"age": "new"}])
+    received = drain(reader, 1)
+    assert_nothing_more(reader)
+    reader.close()
+    assert [m.value for m in received] == [{"age": "new"}]
+
+
+# --- outages: the backend is down, then back ---------------------------------------
+
+
+class Outage:
+    """A private server for one backend that the test stops and starts."""
+
+    def __init__(self, backend: str, workdir: Path) -> None:
+        self.backend = backend
+        self.server: KafkaBroker | RedisServer = (
+            KafkaBroker(workdir, port=free_port()) if backend == "kafka"
+            else RedisServer(workdir, port=free_port()))
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        if isinstance(self.server, KafkaBroker):
+            return {"BUS_BACKEND": "kafka", "KAFKA_HOSTS": self.server.bootstrap,
+                    "KAFKA_CONN_TIMEOUT": 2}
+        return {"BUS_BACKEND": "redis", "REDIS_URL": self.server.url}
+
+
+@pytest.fixture
+def outage(bus_backend: BusBackend, tmp_path: Path) -> Iterator[Outage]:
+    """The backend's server, not started yet."""
+    try:
+        server_outage = Outage(bus_backend[0], tmp_path / "outage")
+    except ServiceUnavailable as exc:
+        service_unavailable(exc)
+    yield server_outage
+    server_outage.server.stop()
+
+
+@pytest.mark.integration
+def test_flush_while_backend_is_down_raises_and_keeps_the_messages(
+        outage: Outage, topic: str) -> None:
+    bus = create_bus(load_settings(environ={}, overrides=outage.overrides))
+    producer = bus.producer()
+    for n in range(3):
+        producer.produce(topic, {"n": n})
+    with pytest.raises(BusUnavailableError, match="3 messages not"):
+        producer.flush(timeout_s=1.0)
+    outage.server.start()
+    producer.flush(timeout_s=DEADLINE_S)
+    consumer = bus.consumer([topic], "outage", from_beginning=True)
+    received = drain(consumer, 3)
+    consumer.close()
+    producer.close()
+    bus.close()
+    assert sorted(m.value["n"] for m in received) == [0, 1, 2]
+
+
+@pytest.mark.integration
+def test_redis_consumer_raises_while_redis_is_down_and_reads_again_after_restart(
+        private_redis: RedisServer, topic: str) -> None:
+    bus = create_bus(load_settings(environ={}, overrides={
+        "BUS_BACKEND": "redis", "REDIS_URL": private_redis.url}))
+    consumer = bus.consumer([topic], "restart", from_beginning=True)
+    private_redis.stop()
+    with pytest.raises(BusUnavailableError, match="Redis unreachable"):
+        consumer.poll(timeout_s=0.1)
+    private_redis.start()  # empty again: the stream and the group are gone
+    assert consumer.poll(timeout_s=0.1) == []  # recreates the group
+    produce_all(bus, topic, [{"after": "restart"}])
+    received = drain(consumer, 1)
+    consumer.close()
+    bus.close()
+    assert [m.value for m in received] == [{"after": "restart"}]
