@@ -17,6 +17,7 @@ from scrapy_cluster.cli.help import OneScreenGroup
 
 _SUBCOMMAND_MODULES = (
     "scrapy_cluster.cli.settings_cmd",
+    "scrapy_cluster.cli.bus_cmd",
     "scrapy_cluster.cli.kafka_monitor_cmd",
     "scrapy_cluster.cli.crawler_cmd",
 )
