@@ -272,3 +272,28 @@ def test_failed_lookup_keeps_the_last_ip() -> None:
 
 def test_lookup_without_match_keeps_the_fallback() -> None:
     assert _refresher(["no address here"]).refresh_once() == UNKNOWN_IP
+
+
+def test_allowed_domains_ignore_the_port() -> None:
+    assert links.LinkRules.from_meta({"allowed_domains": ["127.0.0.2"]}).allows(
+        "http://127.0.0.2:8080/p/1.html")
+
+
+def test_ssrf_guard_refuses_a_loopback_url_with_the_reason() -> None:
+    import asyncio
+
+    from scrapy_cluster.crawler.ssrf import ForbiddenAddress, SsrfGuardMiddleware
+
+    with pytest.raises(ForbiddenAddress, match="127.0.0.1 is a loopback address"):
+        asyncio.run(SsrfGuardMiddleware().process_request(Request("http://127.0.0.1:8080/x")))
+
+
+def test_ssrf_guard_is_off_when_private_networks_are_allowed() -> None:
+    from scrapy.exceptions import NotConfigured
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_cluster.crawler.ssrf import SsrfGuardMiddleware
+
+    crawler = get_crawler(settings_dict={"CRAWLER_ALLOW_PRIVATE_NETWORKS": True})
+    with pytest.raises(NotConfigured):
+        SsrfGuardMiddleware.from_crawler(crawler)

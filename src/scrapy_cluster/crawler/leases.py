@@ -29,6 +29,8 @@ class LeaseBook:
         self._logger = logger
         self._held: dict[str, Mapping[str, Any]] = {}
         self._finished: list[str] = []
+        self._open_items: dict[str, int] = {}
+        self._closed: set[str] = set()
         self.before_ack = before_ack
 
     def hold(self, lease_id: str, request: Mapping[str, Any]) -> None:
@@ -37,6 +39,30 @@ class LeaseBook:
     def request(self, lease_id: str) -> Mapping[str, Any] | None:
         """The stored request dict of a held lease (for retries), or None."""
         return self._held.get(lease_id)
+
+    def item_started(self, lease_id: str | None) -> None:
+        """A page output an item; its lease waits until the item pipeline is done with it."""
+        if lease_id is not None:
+            self._open_items[lease_id] = self._open_items.get(lease_id, 0) + 1
+
+    def item_done(self, lease_id: str | None) -> None:
+        """The item pipeline finished an item (sent, dropped or failed)."""
+        if lease_id is None or lease_id not in self._open_items:
+            return
+        self._open_items[lease_id] -= 1
+        self._maybe_finish(lease_id)
+
+    def outputs_done(self, lease_id: str | None) -> None:
+        """The page's callback or errback produced its last output."""
+        if lease_id is not None:
+            self._closed.add(lease_id)
+            self._maybe_finish(lease_id)
+
+    def _maybe_finish(self, lease_id: str) -> None:
+        if lease_id in self._closed and self._open_items.get(lease_id, 0) <= 0:
+            self._closed.discard(lease_id)
+            self._open_items.pop(lease_id, None)
+            self.finish(lease_id)
 
     def finish(self, lease_id: str | None) -> None:
         """Mark ``lease_id`` done; it is acknowledged at the next ``flush``. Unknown ids are ignored."""

@@ -12,11 +12,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 from scrapy.http import Response, TextResponse
 from scrapy.link import Link
 from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
-from scrapy.utils.url import url_has_any_extension, url_is_from_any_domain
+from scrapy.utils.url import url_has_any_extension
+
+
+def host_in_domains(url: str, domains: Sequence[str]) -> bool:
+    """True when the URL's host (port ignored) is one of ``domains`` or a subdomain of one."""
+    host = (urlsplit(url).hostname or "").lower()
+    return any(host == d or host.endswith("." + d) for d in (d.lower() for d in domains))
 
 
 def _as_list(value: Any) -> list[str]:
@@ -52,7 +59,7 @@ class LinkRules:
 
     def allows(self, url: str) -> bool:
         """True when ``url`` passes every filter (deny wins over allow)."""
-        if self.allowed_domains and not url_is_from_any_domain(url, self.allowed_domains):
+        if self.allowed_domains and not host_in_domains(url, self.allowed_domains):
             return False
         if any(pattern.search(url) for pattern in self.deny):
             return False

@@ -56,9 +56,11 @@ class MetaPassthroughMiddleware:
 
 
 class LeaseFinishMiddleware:
-    """Outermost spider middleware: finishes a page's lease when its outputs are handled.
+    """Outermost spider middleware: a page's lease finishes when its outputs are handled.
 
-    Items are acknowledged with the next batch, after the bus confirmed delivery (``leases``).
+    Each item the page yields is counted; the lease finishes once the callback is exhausted
+    and the item pipeline has finished every item (``item_scraped``/``item_dropped``/
+    ``item_error``). The bus delivery is then confirmed before the batch is acknowledged.
     """
 
     def __init__(self, crawler: Crawler) -> None:
@@ -66,31 +68,50 @@ class LeaseFinishMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LeaseFinishMiddleware:
-        return cls(crawler)
+        from scrapy import signals
 
-    def _finish(self, response: Response) -> None:
+        middleware = cls(crawler)
+        for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
+            crawler.signals.connect(middleware.item_handled, signal=signal)
+        return middleware
+
+    def item_handled(self, item: Any, response: Any = None, **kwargs: Any) -> None:
+        scheduler = cluster_scheduler(self.crawler)
+        if scheduler is not None:
+            scheduler.item_done(getattr(response, "request", None))
+
+    def _track(self, response: Response, output: Any) -> None:
+        scheduler = cluster_scheduler(self.crawler)
+        if scheduler is not None and response.request is not None \
+                and not isinstance(output, Request) and output is not None:
+            scheduler.item_started(response.request)
+
+    def _done(self, response: Response) -> None:
         scheduler = cluster_scheduler(self.crawler)
         if scheduler is not None and response.request is not None:
-            scheduler.finish(response.request)
+            scheduler.outputs_done(response.request)
 
     async def process_spider_output_async(self, response: Response, result: AsyncIterator[Any],
                                           spider: Spider | None = None) -> AsyncIterator[Any]:
         try:
             async for output in result:
+                self._track(response, output)
                 yield output
         finally:
-            self._finish(response)
+            self._done(response)
 
     def process_spider_output(self, response: Response, result: Iterable[Any],
                               spider: Spider | None = None) -> Iterable[Any]:
         try:
-            yield from result
+            for output in result:
+                self._track(response, output)
+                yield output
         finally:
-            self._finish(response)
+            self._done(response)
 
     def process_spider_exception(self, response: Response, exception: Exception,
                                  spider: Spider | None = None) -> None:
-        self._finish(response)
+        self._done(response)
 
 
 class FrontierRetryMiddleware:

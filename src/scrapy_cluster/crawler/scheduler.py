@@ -37,6 +37,7 @@ from scrapy_cluster.redis_conn import RedisConfig
 IDLE_RECHECK_S = 5.0
 ERROR_BACKOFF_S = 1.0
 MIN_WAKE_INTERVAL_S = 0.01
+REAP_INTERVAL_S = 5.0
 logger = logging.getLogger(__name__)
 
 
@@ -44,8 +45,8 @@ class DistributedScheduler(BaseScheduler):
     """Scrapy ``SCHEDULER`` backed by ``scrapy_cluster.frontier`` (see module docstring)."""
 
     def __init__(self, frontier: Any, ip: PublicIpRefresher, *, buffer_size: int,
-                 ack_flush_s: float, ip_enabled: bool, clock: Callable[[], float] = time.monotonic,
-                 view_type: Any = None) -> None:
+                 ack_flush_s: float, ip_enabled: bool, reap_interval_s: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic, view_type: Any = None) -> None:
         self.frontier, self.ip = frontier, ip
         self.buffer_size, self.ack_flush_s, self.ip_enabled = buffer_size, ack_flush_s, ip_enabled
         self.leases = LeaseBook(frontier, logger=logger)
@@ -57,6 +58,8 @@ class DistributedScheduler(BaseScheduler):
         self._stopping = threading.Event()
         self._wake_engine: Callable[[], None] = lambda: None
         self._ack_loop: task.LoopingCall | None = None
+        self._reap_loop = task.LoopingCall(self._reap)
+        self.reap_interval_s = reap_interval_s
         self.spider: Spider | None = None
 
     @classmethod
@@ -69,7 +72,9 @@ class DistributedScheduler(BaseScheduler):
                         PublicIpRefresher.from_settings(settings, logger),
                         buffer_size=int(settings["SCHEDULER_BUFFER_SIZE"]),
                         ack_flush_s=int(settings["CRAWLER_ACK_FLUSH_MS"]) / 1000,
-                        ip_enabled=bool(settings["SCHEDULER_IP_ENABLED"]), view_type=DispatchView)
+                        ip_enabled=bool(settings["SCHEDULER_IP_ENABLED"]),
+                        reap_interval_s=min(REAP_INTERVAL_S, float(settings["LEASE_TIMEOUT"]) / 2),
+                        view_type=DispatchView)
         crawler.signals.connect(scheduler._keep_alive, signal=signals.spider_idle)
         scheduler._wake_engine = lambda: _schedule_engine(crawler)
         return scheduler
@@ -83,13 +88,15 @@ class DistributedScheduler(BaseScheduler):
         threading.Thread(target=self._wait_for_work, name="frontier-wait", daemon=True).start()
         self._ack_loop = task.LoopingCall(self.leases.flush)
         self._ack_loop.start(self.ack_flush_s, now=False)
+        self._reap_loop.start(self.reap_interval_s, now=False)
 
     def close(self, reason: str) -> None:
         self._stopping.set()
         self._idle.set()
         self.ip.stop()
-        if self._ack_loop is not None and self._ack_loop.running:
-            self._ack_loop.stop()
+        for loop in (self._ack_loop, self._reap_loop):
+            if loop is not None and loop.running:
+                loop.stop()
         for leased in self._buffer:
             self.leases.hold(leased.lease_id, leased.request)
         self._buffer.clear()
@@ -181,8 +188,19 @@ class DistributedScheduler(BaseScheduler):
         self._wake_engine()
 
     def finish(self, request: Request) -> None:
-        """The request's outputs are done: its lease is acknowledged at the next batch."""
+        """The request is done (nothing to wait for): its lease is acknowledged at the next batch."""
         self.leases.finish(request.meta.get(LEASE_META_KEY))
+
+    def item_started(self, request: Request) -> None:
+        self.leases.item_started(request.meta.get(LEASE_META_KEY))
+
+    def item_done(self, request: Request | None) -> None:
+        if request is not None:
+            self.leases.item_done(request.meta.get(LEASE_META_KEY))
+
+    def outputs_done(self, request: Request) -> None:
+        """The callback/errback yielded its last output; the lease finishes with its last item."""
+        self.leases.outputs_done(request.meta.get(LEASE_META_KEY))
 
     def requeue(self, request: Request, *, priority_adjust: int) -> bool:
         """Put a retry of ``request`` back on the frontier (ONE round trip) and finish its lease."""
@@ -199,6 +217,14 @@ class DistributedScheduler(BaseScheduler):
             return False
         self.finish(request)
         return True
+
+    def _reap(self) -> None:
+        """Return expired leases of dead crawlers to their queues: ONE round trip per interval."""
+        try:
+            if self.frontier.reap():
+                self._on_work()
+        except Exception as exc:  # noqa: BLE001 - Redis outage: try at the next interval
+            logger.warning("lease reaping failed: %s", exc)
 
     def _keep_alive(self, spider: Spider) -> None:
         raise DontCloseSpider("cluster crawlers wait for new crawls")

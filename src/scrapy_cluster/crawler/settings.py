@@ -24,6 +24,7 @@ CONCURRENT_REQUESTS_PER_DOMAIN = 4
 COOKIES_ENABLED = False  # CrawlCookiesMiddleware sends each request's own cookies
 HTTPERROR_ALLOW_ALL = True  # 404 and 500 pages become items too
 TELNETCONSOLE_ENABLED = False
+REMOTE_CONTROL_ENABLED = False
 LOG_LEVEL = "INFO"
 
 SPIDER_MIDDLEWARES = {

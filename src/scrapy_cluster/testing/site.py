@@ -47,6 +47,7 @@ class SiteConfig:
     crawl_delay_s: float | None = None
     huge_page_bytes: int = 2_000_000
     slow_page_s: float = 1.0
+    page_delay_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,8 @@ class GeneratedSite:
             return Page(200, "text/plain", text.encode())
         url = self.url(host, path)
         if url in self._links:
+            if self.config.page_delay_s:
+                time.sleep(self.config.page_delay_s)
             return Page(200, "text/html; charset=utf-8", self._html(path, self._links[url]))
         return self._render_special(host, path)
 

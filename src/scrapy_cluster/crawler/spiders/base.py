@@ -86,9 +86,11 @@ class ClusterSpider(Spider):
         request = failure.request  # type: ignore[attr-defined]
         self._logger.info("request failed", extra={"url": request.url,
                                                    "error": repr(failure.value)})
+        scheduler = cluster_scheduler(self.crawler)
         try:
+            if scheduler is not None:
+                scheduler.item_started(request)
             yield items.error_item(request, failure.value, now_s=self.now_s())
         finally:
-            scheduler = cluster_scheduler(self.crawler)
             if scheduler is not None:
-                scheduler.finish(request)
+                scheduler.outputs_done(request)
