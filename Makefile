@@ -11,12 +11,13 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-dev
 ZK_SERVER_SCRIPT := /usr/share/zookeeper/bin/zkServer.sh
 PYTEST_ARGS ?=
+# The slowest tests are listed at the end of `make test`, to keep the suite under 10 minutes.
 
 .PHONY: test test-fast lint bench docs setup system-deps
 
 ## test: set everything up, then run every test (unit and integration)
 test: setup
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest --durations=10 $(PYTEST_ARGS)
 
 ## test-fast: unit tests only (no servers, no subprocesses)
 test-fast: $(INSTALLED)
