@@ -348,3 +348,25 @@ def test_redis_consumer_raises_while_redis_is_down_and_reads_again_after_restart
     consumer.close()
     bus.close()
     assert [m.value for m in received] == [{"after": "restart"}]
+
+
+def poll_until_unavailable(consumer: Consumer) -> BusUnavailableError | None:
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        try:
+            consumer.poll(timeout_s=0.5)
+        except BusUnavailableError as exc:
+            return exc
+    return None
+
+
+@pytest.mark.integration
+def test_poll_raises_bus_unavailable_once_the_backend_is_gone(outage: Outage, topic: str) -> None:
+    outage.server.start()
+    bus = create_bus(load_settings(environ={}, overrides=outage.overrides))
+    consumer = bus.consumer([topic], "gone", from_beginning=True)
+    outage.server.stop()
+    error = poll_until_unavailable(consumer)
+    consumer.close()
+    bus.close()
+    assert error is not None and "unreachable" in str(error)
