@@ -1,0 +1,140 @@
+"""Judge a demo crawl and render its summary; pure functions over what was observed."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+
+@dataclass(frozen=True)
+class DomainRate:
+    host: str
+    limit_hits: int
+    window_s: float
+    requests: int
+    max_in_window: int
+    achieved_per_s: float
+
+    @property
+    def limit_per_s(self) -> float:
+        return self.limit_hits / self.window_s
+
+    @property
+    def within_limit(self) -> bool:
+        return self.max_in_window <= self.limit_hits
+
+
+@dataclass
+class DemoReport:
+    expected: set[str]
+    crawled: Counter[str]
+    statuses: dict[str, int]
+    disallowed_linked: set[str]
+    disallowed_fetched: set[str]
+    errors: dict[str, str] = field(default_factory=dict)
+    rates: list[DomainRate] = field(default_factory=list)
+
+    @property
+    def unexplained_errors(self) -> dict[str, str]:
+        """Error items other than the robots.txt refusals the demo expects."""
+        return {url: error for url, error in self.errors.items()
+                if url not in self.disallowed_linked}
+
+    @property
+    def missing(self) -> set[str]:
+        return self.expected - set(self.crawled)
+
+    @property
+    def unexpected(self) -> set[str]:
+        return set(self.crawled) - self.expected
+
+    @property
+    def duplicates(self) -> dict[str, int]:
+        return {url: n for url, n in self.crawled.items() if n > 1}
+
+    def failures(self) -> list[str]:
+        """Why the demo failed; empty when every check passed."""
+        reasons = []
+        if self.missing:
+            reasons.append(f"{len(self.missing)} expected page(s) not crawled: "
+                           + ", ".join(sorted(self.missing)[:5]))
+        if self.unexpected:
+            reasons.append(f"{len(self.unexpected)} unexpected page(s) crawled: "
+                           + ", ".join(sorted(self.unexpected)[:5]))
+        if self.duplicates:
+            reasons.append(f"{len(self.duplicates)} page(s) crawled more than once: "
+                           + ", ".join(sorted(self.duplicates)[:5]))
+        if self.unexplained_errors:
+            reasons.append(f"{len(self.unexplained_errors)} page(s) failed: " + ", ".join(
+                f"{url} ({error})" for url, error in sorted(self.unexplained_errors.items())[:5]))
+        if self.disallowed_fetched:
+            reasons.append("robots.txt-disallowed page(s) fetched: "
+                           + ", ".join(sorted(self.disallowed_fetched)))
+        reasons += [f"{rate.host} exceeded its limit: {rate.max_in_window} requests in "
+                    f"{rate.window_s:g}s (limit {rate.limit_hits})"
+                    for rate in self.rates if not rate.within_limit]
+        return reasons
+
+
+def max_in_window(times_s: Sequence[float], window_s: float) -> int:
+    """Most events in any half-open interval of ``window_s`` seconds."""
+    ordered, best, start = sorted(times_s), 0, 0
+    for end, moment in enumerate(ordered):
+        while moment - ordered[start] >= window_s:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
+
+
+def domain_rate(host: str, limit_hits: int, window_s: float, times_s: Sequence[float]) -> DomainRate:
+    span_s = (max(times_s) - min(times_s)) if len(times_s) > 1 else 0.0
+    achieved = (len(times_s) - 1) / span_s if span_s > 0 else 0.0
+    return DomainRate(host, limit_hits, window_s, len(times_s), max_in_window(times_s, window_s),
+                      achieved)
+
+
+def render_summary(report: DemoReport) -> str:
+    """The table the demo prints: pages and statuses per domain, rate vs limit, robots."""
+    per_domain: dict[str, Counter[int]] = defaultdict(Counter)
+    for url in report.crawled:
+        per_domain[urlsplit(url).hostname or "?"][report.statuses.get(url, 0)] += 1
+    lines = ["", "Demo crawl summary", "",
+             f"{'domain':<14}{'pages':>6}  {'statuses':<22}{'limit':>14}{'achieved':>12}"
+             f"{'max/window':>12}"]
+    rates = {rate.host: rate for rate in report.rates}
+    for host in sorted(set(per_domain) | set(rates)):
+        statuses = per_domain.get(host, Counter())
+        status_text = ", ".join(f"{code}x{n}" for code, n in sorted(statuses.items()))
+        rate = rates.get(host)
+        limit = f"{rate.limit_hits}/{rate.window_s:g}s" if rate else "-"
+        achieved = f"{rate.achieved_per_s:.2f}/s" if rate else "-"
+        peak = f"{rate.max_in_window}/{rate.limit_hits}" if rate else "-"
+        lines.append(f"{host:<14}{sum(statuses.values()):>6}  {status_text:<22}{limit:>14}"
+                     f"{achieved:>12}{peak:>12}")
+    lines += ["", f"pages expected {len(report.expected)}, crawled {len(report.crawled)} "
+              f"(duplicates {len(report.duplicates)})",
+              f"robots.txt-disallowed pages linked {len(report.disallowed_linked)}, "
+              f"skipped {len(report.disallowed_linked - report.disallowed_fetched)}"]
+    return "\n".join(lines)
+
+
+def count_results(items: Iterable[Mapping[str, object]]) -> tuple[Counter[str], dict[str, int],
+                                                                   dict[str, str]]:
+    """Fetched URL counts, each fetched URL's status code, and the error of each URL that
+    produced an error item instead of a response (robots.txt refusals, connection errors)."""
+    crawled: Counter[str] = Counter()
+    statuses: dict[str, int] = {}
+    errors: dict[str, str] = {}
+    for item in items:
+        url = str(item.get("url"))
+        status = item.get("status_code")
+        if isinstance(status, int):
+            crawled[url] += 1
+            statuses[url] = status
+            continue
+        error = item.get("error")
+        message = error.get("message") if isinstance(error, Mapping) else None
+        errors[url] = str(message or error or "no status and no error")
+    return crawled, statuses, errors

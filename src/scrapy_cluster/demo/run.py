@@ -1,0 +1,189 @@
+"""``scrapy-cluster demo``: run the embedded cluster against a local site and check the result.
+
+Everything is local and private: a fresh Redis in a temporary directory (or
+the REDIS_URL given), Redis Streams as the bus, the demo site on several
+loopback addresses. The crawl is submitted through the JSON API, exactly as an
+application would (``feed``), results are read from ``<prefix>.crawled_firehose``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import redis
+from tqdm import tqdm
+
+from scrapy_cluster.bus import create_bus, topics
+from scrapy_cluster.demo.report import DemoReport, count_results, domain_rate
+from scrapy_cluster.demo.site import DemoDomain, DemoSiteServer, is_disallowed
+from scrapy_cluster.embedded import ChildSpec, EmbeddedRedis, Supervisor
+from scrapy_cluster.frontier import Frontier
+from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
+from scrapy_cluster.kafka_monitor.feed import Feeder
+from scrapy_cluster.settings import Settings
+
+DEMO_DOMAINS = (
+    DemoDomain("127.0.0.21", hits=10, window_s=1.0),
+    DemoDomain("127.0.0.22", hits=6, window_s=1.0),
+    DemoDomain("127.0.0.23", hits=4, window_s=1.0, delay_s=0.4),
+)
+MAXDEPTH = 2
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    crawlers: int = 2
+    timeout_s: float = 90.0
+    grace_s: float = 1.5
+    show_progress: bool = True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def demo_redis(settings: Settings) -> Iterator[str]:
+    """REDIS_URL when configured, else a throwaway embedded server."""
+    if settings["REDIS_URL"]:
+        yield str(settings["REDIS_URL"])
+        return
+    workdir = Path(tempfile.mkdtemp(prefix="scrapy-cluster-demo-"))
+    server = EmbeddedRedis(workdir)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def cluster_env(redis_url: str) -> dict[str, str]:
+    """Settings shared by the demo's child processes."""
+    return {"REDIS_URL": redis_url, "BUS_BACKEND": "redis",
+            "CRAWLER_ALLOW_PRIVATE_NETWORKS": "true", "PUBLIC_IP": "127.0.0.1",
+            "PUBLIC_IP_URL": "", "LOG_LEVEL": "WARNING", "SC_LOG_LEVEL": "WARNING"}
+
+
+def run_demo(settings: Settings, options: DemoOptions, echo: Callable[[str], None]) -> int:
+    """Run the demo; returns the process exit status (0 when every check passed)."""
+    with demo_redis(settings) as redis_url, \
+            DemoSiteServer(list(DEMO_DOMAINS), free_port()) as site:
+        env = cluster_env(redis_url)
+        demo_settings = settings.with_overrides({"REDIS_URL": redis_url, "BUS_BACKEND": "redis"})
+        client = redis.Redis.from_url(redis_url)
+        configure_throttles(demo_settings, client)
+        seed = site.site.url(DEMO_DOMAINS[0].host, "/p/0.html")
+        expected = site.site.expected_urls(seed, MAXDEPTH)
+        supervisor = Supervisor(_children(options.crawlers, env), sink=_quiet_sink(echo))
+        echo(f"demo: site on {', '.join(d.host for d in DEMO_DOMAINS)} port {site.site.port}; "
+             f"starting the Kafka Monitor and {options.crawlers} crawler(s) on {redis_url}")
+        supervisor.start()
+        try:
+            items = _crawl(demo_settings, client, seed, expected, options)
+        finally:
+            supervisor.stop(timeout_s=10.0)
+            client.close()
+        report = build_report(site, expected, items, seed)
+    return finish(report, echo)
+
+
+def configure_throttles(settings: Settings, client: redis.Redis) -> None:
+    frontier = Frontier.from_settings(settings, client)
+    config = DomainConfig(client, frontier)
+    for domain in DEMO_DOMAINS:
+        config.set_throttle(domain.host, DomainThrottle(window_s=domain.window_s, hits=domain.hits))
+
+
+def _children(crawlers: int, env: dict[str, str]) -> list[ChildSpec]:
+    base = [sys.executable, "-m", "scrapy_cluster"]
+    specs = [ChildSpec("kafka-monitor", [*base, "kafka-monitor", "run"], env)]
+    specs += [ChildSpec(f"crawler-{i}", [*base, "crawler", "--spider", "link"], env)
+              for i in range(1, crawlers + 1)]
+    return specs
+
+
+def _quiet_sink(echo: Callable[[str], None]) -> Callable[[str], None]:
+    """Children log warnings and errors only; pass those through."""
+    return lambda line: echo(line) if ("ERROR" in line or "Traceback" in line) else None
+
+
+def _crawl(settings: Settings, client: redis.Redis, seed: str, expected: set[str],
+           options: DemoOptions) -> list[dict[str, Any]]:
+    crawlid = uuid.uuid4().hex[:12]
+    bus = create_bus(settings, redis_client=client)
+    consumer = bus.consumer([topics.crawled_firehose(settings["KAFKA_TOPIC_PREFIX"])],
+                            f"demo-watch-{crawlid}", from_beginning=True)
+    producer = bus.producer()
+    try:
+        request = {"url": seed, "appid": "demo", "crawlid": crawlid, "maxdepth": MAXDEPTH}
+        Feeder.from_settings(settings, producer).feed_one(orjson.dumps(request))
+        return _collect(consumer, crawlid, expected, options)
+    finally:
+        producer.close()
+        consumer.close()
+        bus.close()
+
+
+def _collect(consumer: Any, crawlid: str, expected: set[str],
+             options: DemoOptions) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    deadline = time.monotonic() + options.timeout_s
+    done_at: float | None = None
+    with tqdm(total=len(expected), desc="pages", unit="page",
+              disable=not options.show_progress) as bar:
+        while time.monotonic() < deadline and (done_at is None or time.monotonic() < done_at):
+            batch = consumer.poll(max_messages=100, timeout_s=0.25)
+            for message in batch:
+                value = message.value
+                if isinstance(value, dict) and value.get("crawlid") == crawlid:
+                    items.append(value)
+                    if value.get("url") in expected and value["url"] not in seen:
+                        seen.add(value["url"])
+                        bar.update(1)
+            consumer.ack(batch)
+            if done_at is None and seen >= expected:
+                done_at = time.monotonic() + options.grace_s
+    return items
+
+
+def build_report(site: DemoSiteServer, expected: set[str], items: list[dict[str, Any]],
+                 seed: str) -> DemoReport:
+    crawled, statuses, errors = count_results(items)
+    reachable = site.site.reachable_urls(seed, MAXDEPTH)
+    hits = site.hits_snapshot()
+    disallowed = {url for url in reachable if is_disallowed(url)}
+    report = DemoReport(expected=expected, crawled=crawled, statuses=statuses,
+                        disallowed_linked=disallowed,
+                        disallowed_fetched={url for url in disallowed if hits[url]},
+                        errors=errors)
+    arrivals = site.arrivals_snapshot()
+    report.rates = [domain_rate(d.host, d.hits, d.window_s, arrivals.get(d.host, []))
+                    for d in DEMO_DOMAINS]
+    return report
+
+
+def finish(report: DemoReport, echo: Callable[[str], None]) -> int:
+    from scrapy_cluster.demo.report import render_summary
+
+    echo(render_summary(report))
+    failures = report.failures()
+    if failures:
+        echo("\nDEMO FAILED:\n  " + "\n  ".join(failures))
+        return 1
+    echo("\nDEMO OK: every expected page crawled exactly once, robots.txt respected, "
+         "no domain above its limit.")
+    return 0
