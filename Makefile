@@ -13,7 +13,11 @@ ZK_SERVER_SCRIPT := /usr/share/zookeeper/bin/zkServer.sh
 PYTEST_ARGS ?=
 # The slowest tests are listed at the end of `make test`, to keep the suite under 10 minutes.
 
-.PHONY: test test-fast lint bench docs setup system-deps
+.PHONY: demo test test-fast lint bench docs setup system-deps
+
+## demo: crawl a bundled local site on the embedded cluster (needs no Redis, Kafka or apt)
+demo: $(INSTALLED)
+	$(BIN)/scrapy-cluster demo
 
 ## test: set everything up, then run every test (unit and integration)
 test: setup
