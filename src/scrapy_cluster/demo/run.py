@@ -34,9 +34,9 @@ from scrapy_cluster.kafka_monitor.feed import Feeder
 from scrapy_cluster.settings import Settings
 
 DEMO_DOMAINS = (
-    DemoDomain("127.0.0.21", hits=10, window_s=1.0),
-    DemoDomain("127.0.0.22", hits=6, window_s=1.0),
-    DemoDomain("127.0.0.23", hits=4, window_s=1.0, delay_s=0.4),
+    DemoDomain("127.0.0.21", hits=4, window_s=1.0),
+    DemoDomain("127.0.0.22", hits=2, window_s=1.0),
+    DemoDomain("127.0.0.23", hits=3, window_s=2.0, delay_s=0.4),
 )
 MAXDEPTH = 2
 

@@ -40,7 +40,7 @@ class DemoSite(GeneratedSite):
         graph = super()._build_graph()
         for host in self.config.hosts:
             graph[self.url(host, "/p/0.html")].append(self.url(host, "/private/secret.html"))
-            graph[self.url(host, "/p/1.html")].append(self.url(host, f"/gone/{host}.html"))
+            graph[self.url(host, "/p/0.html")].append(self.url(host, f"/gone/{host}.html"))
         return graph
 
     def expected_urls(self, seed_url: str, maxdepth: int, **filters: object) -> set[str]:
@@ -67,7 +67,8 @@ class DemoSiteServer(SiteServer):
 
     def __init__(self, domains: list[DemoDomain], port: int, pages_per_host: int = 8) -> None:
         config = SiteConfig(hosts=tuple(d.host for d in domains), pages_per_host=pages_per_host,
-                            links_per_page=5, page_bytes=2500, seed=11)
+                            links_per_page=4, cross_host_every=2,
+                            page_bytes=2500, seed=11)
         super().__init__(config, port)
         self.site: DemoSite = DemoSite(config, port, {d.host: d.delay_s for d in domains})
         self.arrivals_s: dict[str, list[float]] = defaultdict(list)
