@@ -27,6 +27,8 @@ from scrapy_cluster.frontier.model import (
 )
 
 ANY_VIEW = "any"
+MAX_POP = 1000
+"""Most requests one pop hands out (larger n is clamped)."""
 LEASED_FIELD = "~leased"
 Call = tuple[list[str], list[Any]]
 
@@ -148,7 +150,8 @@ class FrontierCalls:
                      keys.spider_domains(spider), keys.domain_throttle_config(),
                      keys.domain_blacklist(), keys.frontier_leases(), keys.frontier_lease_items(),
                      keys.frontier_lease_sequence()]
-        args = [self._throttle_templates(view), spider, self.view_name(view), n, _now_arg(now_ms),
+        args = [self._throttle_templates(view), spider, self.view_name(view), min(n, MAX_POP),
+                _now_arg(now_ms),
                 policy.lookahead, policy.hits, policy.window_ms, "1" if policy.moderated else "0",
                 policy.lease_timeout_ms, policy.recheck_ms]
         return call_keys, args

@@ -7,7 +7,7 @@
 -- KEYS[6]  leases ZSET, KEYS[7] lease records HASH, KEYS[8] lease id counter
 -- ARGV[1]  key templates (JSON, see frontier_lib.lua; plus throttle_window/throttle_time of this view)
 -- ARGV[2]  spiderid          ARGV[3]  view name
--- ARGV[4]  n                 ARGV[5]  now ms, or '' for Redis server time
+-- ARGV[4]  n (at most 1000)    ARGV[5]  now ms, or '' for Redis server time
 -- ARGV[6]  lookahead: stale ready entries a pop may correct beyond n
 -- ARGV[7]  default hits      ARGV[8]  default window ms (0 = unthrottled)
 -- ARGV[9]  '1' moderated     ARGV[10] lease timeout ms
@@ -71,26 +71,30 @@ local function record_dispatch(window_key, time_key, limit, window_ms)
   redis.call('PEXPIRE', window_key, ttl_ms)
 end
 
-local function take_item(domain, index, top, priority, crawl)
+-- Pops the head of the top sub-queue. Returns the item and the index's new top
+-- member (worked out from the two leading members read before, no extra read).
+local function take_item(domain, index, head, priority, crawl)
+  local top = head[1]
   local sub = subqueue_key(spider, domain, priority, crawl)
   local item = redis.call('LPOP', sub)
   if not item then
     redis.call('ZREM', index, top)
     return nil
   end
+  local new_top = head[3]
   local following = redis.call('LINDEX', sub, 0)
   if following then
-    redis.call('ZADD', index, index_score(priority, item_seq(following)), top)
+    local score = index_score(priority, item_seq(following))
+    redis.call('ZADD', index, score, top)
+    if not new_top or score <= tonumber(head[4]) then new_top = top end
   else
     redis.call('ZREM', index, top)
   end
   count_add(spider, crawl, domain .. '|' .. priority, -1)
-  count_add(spider, crawl, LEASED_FIELD, 1)
-  return item
+  return item, new_top
 end
 
-local function reschedule(domain, index, allowed_ms)
-  local top = redis.call('ZRANGE', index, 0, 0)[1]
+local function reschedule(domain, top, allowed_ms)
   if top then
     redis.call('ZADD', ready, ready_score(math.max(now, allowed_ms), parse_member(top)), domain)
   else
@@ -102,8 +106,9 @@ end
 -- Returns {domain, priority, crawl, item} when dispatched, nil when the entry was corrected.
 local function try_dispatch(domain)
   local index = domain_index_key(spider, domain)
-  local top = redis.call('ZRANGE', index, 0, 0)[1]
-  if not top then return reschedule(domain, index, now) end
+  local head = redis.call('ZRANGE', index, 0, 1, 'WITHSCORES')
+  local top = head[1]
+  if not top then return reschedule(domain, nil, now) end
   local priority, crawl = parse_member(top)
   local limit, window_ms = throttle_for(domain)
   if limit <= 0 or redis.call('SISMEMBER', KEYS[5], domain) == 1 then
@@ -117,10 +122,10 @@ local function try_dispatch(domain)
     redis.call('ZADD', ready, ready_score(math.ceil(allowed), priority), domain)
     return nil
   end
-  local item = take_item(domain, index, top, priority, crawl)
+  local item, new_top = take_item(domain, index, head, priority, crawl)
   if not item then return nil end
   record_dispatch(window_key, time_key, limit, window_ms)
-  reschedule(domain, index, math.ceil(next_allowed(window_key, time_key, limit, window_ms)))
+  reschedule(domain, new_top, math.ceil(next_allowed(window_key, time_key, limit, window_ms)))
   return {domain, priority, crawl, item}
 end
 
@@ -128,19 +133,35 @@ local out = {now, 0}
 local first_id = redis.call('INCRBY', KEYS[8], n) - n
 local dispatched, examined = 0, 0
 local due_below = '(' .. (now + 1)
+local lease_deadlines, lease_records, leased_per_crawl = {}, {}, {}
+local batch, position = {}, 1
 while dispatched < n and examined < n + lookahead do
-  local domain = redis.call('ZRANGEBYSCORE', ready, '-inf', due_below, 'LIMIT', 0, 1)[1]
-  if not domain then break end
+  if position > #batch then
+    -- due domains in order, fetched in batches; a domain re-scored to now comes back in the next batch
+    batch = redis.call('ZRANGEBYSCORE', ready, '-inf', due_below, 'LIMIT', 0, n + lookahead - examined)
+    position = 1
+    if #batch == 0 then break end
+  end
+  local domain = batch[position]
+  position = position + 1
   examined = examined + 1
   local got = try_dispatch(domain)
   if got then
     dispatched = dispatched + 1
     local id = tostring(first_id + dispatched)
-    redis.call('ZADD', KEYS[6], now + lease_ms, id)
-    redis.call('HSET', KEYS[7], id, cmsgpack.pack(spider, got[1], got[2], got[3], got[4]))
+    table.insert(lease_deadlines, now + lease_ms)
+    table.insert(lease_deadlines, id)
+    table.insert(lease_records, id)
+    table.insert(lease_records, cmsgpack.pack(spider, got[1], got[2], got[3], got[4]))
+    leased_per_crawl[got[3]] = (leased_per_crawl[got[3]] or 0) + 1
     table.insert(out, id)
     for _, value in ipairs(got) do table.insert(out, value) end
   end
+end
+if dispatched > 0 then
+  redis.call('ZADD', KEYS[6], unpack(lease_deadlines))
+  redis.call('HSET', KEYS[7], unpack(lease_records))
+  for crawl, count in pairs(leased_per_crawl) do count_add(spider, crawl, LEASED_FIELD, count) end
 end
 if dispatched < n then
   local first = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
