@@ -133,6 +133,16 @@ def domain_blacklist() -> str:
     return "domain-config:blacklist"
 
 
+def throttled_queue_window(queue_key: str) -> str:
+    """``<queue key>:throttle_window`` — LIST of a RedisThrottledQueue's last pop ms; TTL 2 windows + 60 s."""
+    return f"{queue_key}:throttle_window"
+
+
+def throttled_queue_time(queue_key: str) -> str:
+    """``<queue key>:throttle_time`` — a RedisThrottledQueue's last pop ms; TTL 2 windows + 60 s."""
+    return f"{queue_key}:throttle_time"
+
+
 def crawl_timeout(spiderid: str, appid: str, crawlid: str) -> str:
     """``timeout:<spiderid>:<appid>:<crawlid>`` — epoch seconds when the crawl expires."""
     return f"timeout:{spiderid}:{appid}:{crawlid}"
