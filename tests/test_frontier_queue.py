@@ -175,3 +175,13 @@ def test_views_of_another_spider_do_not_see_the_request(redis_client: redis.Redi
 
 def test_settings_fixture_has_the_frontier_settings() -> None:
     assert frontier_settings()["FRONTIER_POP_LOOKAHEAD"] == 16
+
+
+def test_frontier_works_again_after_a_redis_restart(private_redis) -> None:  # type: ignore[no-untyped-def]
+    client = redis.Redis.from_url(private_redis.url)
+    frontier = make_frontier(client, ManualClock())
+    frontier.enqueue_many([req("http://a.com/before")])
+    private_redis.restart()
+    frontier.enqueue_many([req("http://a.com/after")])
+    assert pop_urls(frontier, 5) == ["http://a.com/after"]
+    client.close()
