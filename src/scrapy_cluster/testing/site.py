@@ -156,6 +156,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         path = self.path.split("?", 1)[0]
+        if path == "/__hits":  # total pages served so far, for benchmarks; not counted
+            body = str(sum(self.server.owner.hits_snapshot().values())).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         self.server.owner.record(self.server.host, path)
         page = self.server.owner.site.render(self.server.host, path)
         self.send_response(page.status)
