@@ -11,14 +11,15 @@ restores the defaults, so a decoded request always has ``url``, ``appid``,
 from __future__ import annotations
 
 import hashlib
+import re
+from functools import lru_cache
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 import tldextract
-from w3lib.url import canonicalize_url
 
 from scrapy_cluster.errors import InvalidRequestError
+from scrapy_cluster.frontier.urls import canonical_url, url_host
 
 PRIORITY_LIMIT = 16383
 """|priority| must not exceed this (sub-queue order scores must stay exact doubles)."""
@@ -39,6 +40,16 @@ SHORT_NAMES = {
 LONG_NAMES = {short: long for long, short in SHORT_NAMES.items()}
 EXTRA = "x"
 """Fields outside the crawl API and Scrapy's request fields travel under this key."""
+_OMIT = object()
+_ENCODING_PLAN: dict[str, tuple[str, Any]] = {
+    **{name: (short, DEFAULTS.get(name, ...)) for name, short in SHORT_NAMES.items()},
+    **{name: ("", _OMIT) for name in IMPLIED},
+}
+"""Per known field: (short name, default), or ("", _OMIT) for fields the key implies."""
+_BAD_SPIDERID = re.compile("[\x00-\x06:\n]")
+_BAD_ID = re.compile("[\x00-\x06]")
+HOST_CACHE_SIZE = 100_000
+"""Distinct hostnames whose registered domain ``DomainExtractor`` remembers."""
 
 FINGERPRINT_BYTES = 16
 DUPE_BUCKET_BITS = 12
@@ -48,14 +59,18 @@ DUPE_RECORD = slice(2, 10)
 class DomainExtractor:
     """Registered domain of a URL from tldextract's bundled public-suffix snapshot (no network)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cache_size: int = HOST_CACHE_SIZE) -> None:
         self._extract = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+        self.domain_of_host = lru_cache(maxsize=cache_size)(self._domain_of_host)
 
     def __call__(self, url: str) -> str:
         """``http://news.bbc.co.uk/x`` -> ``bbc.co.uk``; IPs and bare hosts are their own domain."""
-        host = urlsplit(url).hostname
+        host = url_host(url)
         if not host:
             raise InvalidRequestError(f"url has no host: {url!r}")
+        return self.domain_of_host(host)
+
+    def _domain_of_host(self, host: str) -> str:
         parts = self._extract.extract_str(host)
         return parts.top_domain_under_public_suffix or host
 
@@ -68,9 +83,9 @@ def validate(request: Any) -> None:
         value = request.get(name)
         if not isinstance(value, str) or not value:
             raise InvalidRequestError(f"'{name}' must be a non-empty string")
-    if any(ch in request["spiderid"] for ch in "\x00\x01\x02\x03\x04\x05\x06:\n"):
+    if _BAD_SPIDERID.search(request["spiderid"]):
         raise InvalidRequestError("'spiderid' must not contain ':' or control characters")
-    if any(ch in request["crawlid"] + request["appid"] for ch in "\x00\x01\x02\x03\x04\x05\x06"):
+    if _BAD_ID.search(request["crawlid"]) or _BAD_ID.search(request["appid"]):
         raise InvalidRequestError("'crawlid' and 'appid' must not contain control characters")
     priority = request.get("priority", 1)
     if isinstance(priority, bool) or not isinstance(priority, int):
@@ -86,14 +101,15 @@ def encode_item(request: dict[str, Any]) -> bytes:
     """Compact JSON of ``request`` without the fields its key implies."""
     compact: dict[str, Any] = {}
     extra: dict[str, Any] = {}
+    plan = _ENCODING_PLAN
     for name, value in request.items():
-        if value is None or name in IMPLIED or DEFAULTS.get(name, ...) == value:
+        if value is None:
             continue
-        short = SHORT_NAMES.get(name)
-        if short is None:
+        known = plan.get(name)
+        if known is None:
             extra[name] = value
-        else:
-            compact[short] = value
+        elif known[1] is not _OMIT and known[1] != value:
+            compact[known[0]] = value
     if extra:
         compact[EXTRA] = extra
     try:
@@ -117,14 +133,21 @@ def decode_item(data: bytes, *, spiderid: str, crawlid: str, priority: int) -> d
 
 def fingerprint(request: dict[str, Any]) -> bytes:
     """16-byte BLAKE2b of (method, canonical URL, body): equal for equivalent requests."""
-    method = str(request.get("method") or "GET").upper().encode()
-    url = canonicalize_url(request["url"]).encode()
-    body = request.get("body_b64") or request.get("body") or ""
-    digest = hashlib.blake2b(digest_size=FINGERPRINT_BYTES)
-    for part in (method, url, body.encode() if isinstance(body, str) else bytes(body)):
-        digest.update(len(part).to_bytes(8, "big"))
-        digest.update(part)
-    return digest.digest()
+    method = request.get("method") or "GET"
+    head = _GET_HEAD if method == "GET" else _length_prefixed(str(method).upper().encode())
+    url = canonical_url(request["url"]).encode()
+    body = request.get("body_b64") or request.get("body") or b""
+    body_bytes = body.encode() if isinstance(body, str) else bytes(body)
+    data = b"".join((head, len(url).to_bytes(8, "big"), url,
+                     len(body_bytes).to_bytes(8, "big"), body_bytes))
+    return hashlib.blake2b(data, digest_size=FINGERPRINT_BYTES).digest()
+
+
+def _length_prefixed(part: bytes) -> bytes:
+    return len(part).to_bytes(8, "big") + part
+
+
+_GET_HEAD = _length_prefixed(b"GET")
 
 
 def dupe_slot(digest: bytes) -> tuple[bytes, bytes]:
