@@ -1,14 +1,18 @@
 """Crawl throughput: scrapy-cluster crawler vs plain Scrapy vs scrapy-redis, on one generated site.
 
 Not run by CI. Usage: ``.venv/bin/python benchmarks/crawl_throughput.py [--pages 1500]``.
-Starts a private redis-server and the generated site (``scrapy_cluster.testing.site``, Python's
-threading HTTP server on 127.0.0.2/127.0.0.3; 7 KB pages with 20 links) and measures, over the
-same steady window of pages served (after a warm-up), for each variant: pages/s (from the
-site's own hit counter), crawler CPU ms per page (/proc utime+stime) and Redis commands per
-page (INFO total_commands_processed, which also counts the commands a Lua script runs) and
-script calls (EVALSHA) per page. Then the median enqueue-to-fetch latency on an idle
-cluster. Every variant: same spider logic (follow links, one item per page), CONCURRENT_REQUESTS
-16, 16 per domain, robots.txt obeyed, throttle off.
+Starts a private redis-server and the generated site (``scrapy_cluster.testing.site``: 7 KB
+pages with 20 links on 127.0.0.2 and 127.0.0.3), served as static files by nginx
+(``scrapy_cluster.testing.nginx``, one worker) or, without nginx or with ``--python-site``,
+by the Python server. For each variant, over the same steady window of pages served (after a
+warm-up): pages/s (the site's own request counter), crawler CPU ms per page (/proc
+utime+stime), Redis commands per page as the server counts them (INFO
+total_commands_processed: commands sent by clients plus every command a Lua script runs) and
+script calls per page; then, over a further window with MONITOR attached (it slows Redis, so
+it is not timed), the commands clients send per page and the commands run inside scripts per
+page. Last, the median enqueue-to-fetch latency on an idle cluster. Every variant: same spider
+logic (follow links, one item per page), CONCURRENT_REQUESTS 16, 16 per domain, robots.txt
+obeyed, throttle off.
 """
 
 from __future__ import annotations
@@ -16,93 +20,32 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import redis
+from crawl_support import PY, Site, count_commands, free_port, measure, start_site, stop_processes
 
-ROOT = Path(__file__).resolve().parent.parent
-PY = sys.executable
+HOSTS = ("127.0.0.2", "127.0.0.3")
 COMMON = {"CONCURRENT_REQUESTS": "16", "CONCURRENT_REQUESTS_PER_DOMAIN": "16",
-          "LOG_LEVEL": "WARNING"}
+          "LOG_LEVEL": "WARNING", "ROBOTSTXT_OBEY": "True", "TELNETCONSOLE_ENABLED": "False"}
 
-PLAIN_SPIDER = '''
+BENCH_SPIDER = '''
 import scrapy
 class Bench(scrapy.Spider):
     name = "bench"
     start_urls = [SEED]
-    custom_settings = {"REDIS_URL": REDIS}
     def parse(self, response):
         for href in response.css("a::attr(href)").getall():
             yield response.follow(href, callback=self.parse)
         yield {"url": response.url, "status": response.status, "body": response.text}
 '''
-REDIS_SPIDER = PLAIN_SPIDER.replace("import scrapy\n", "import scrapy\nfrom scrapy_redis.spiders import RedisSpider\n").replace(
-    "class Bench(scrapy.Spider):", "class Bench(RedisSpider):").replace(
-    "    start_urls = [SEED]\n", "")
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def hits(port: int) -> int:
-    with urllib.request.urlopen(f"http://127.0.0.2:{port}/__hits", timeout=5) as answer:
-        return int(answer.read())
-
-
-def cpu_s(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return total
-
-
-def measure(port: int, client: redis.Redis, pids: list[int], warmup: int, pages: int) -> dict:
-    deadline = time.monotonic() + 120
-    while hits(port) < warmup and time.monotonic() < deadline:
-        if any(not Path(f"/proc/{pid}").exists() for pid in pids):
-            raise RuntimeError("a crawler exited during the warm-up")
-        time.sleep(0.05)
-    if hits(port) < warmup:
-        raise RuntimeError("no pages crawled within 120 s")
-    start_hits, start_t = hits(port), time.monotonic()
-    start_cmds = int(client.info("stats")["total_commands_processed"])
-    start_scripts = _script_calls(client)
-    start_cpu = cpu_s(pids)
-    while hits(port) < start_hits + pages and time.monotonic() < deadline:
-        time.sleep(0.05)
-    done, elapsed = hits(port) - start_hits, time.monotonic() - start_t
-    cmds = int(client.info("stats")["total_commands_processed"]) - start_cmds - 2
-    scripts = _script_calls(client) - start_scripts
-    return {"pages_s": done / elapsed, "cpu_ms_page": (cpu_s(pids) - start_cpu) * 1000 / done,
-            "redis_cmds_page": cmds / done, "scripts_page": scripts / done}
-
-
-def _script_calls(client: redis.Redis) -> int:
-    stats = client.info("commandstats")
-    return sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in ("evalsha", "eval"))
-
-
-def stop(processes: list[subprocess.Popen]) -> None:
-    for process in processes:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 def cluster_env(redis_url: str) -> dict[str, str]:
@@ -113,124 +56,147 @@ def cluster_env(redis_url: str) -> dict[str, str]:
             "SC_LOG_LEVEL": "WARNING", "REDIS_STREAM_MAXLEN": "2000"}
 
 
-def run_cluster(n: int, port: int, client: redis.Redis, redis_url: str, args: argparse.Namespace,
-                workdir: Path) -> dict:
+def start_crawlers(n: int, redis_url: str, workdir: Path) -> list[subprocess.Popen[bytes]]:
+    processes = [subprocess.Popen([PY, "-m", "scrapy_cluster", "crawler"],
+                                  env=cluster_env(redis_url), cwd=workdir,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True) for _ in range(n)]
+    time.sleep(4)
+    return processes
+
+
+def frontier_for(client: redis.Redis, redis_url: str) -> Any:
     from scrapy_cluster.frontier import Frontier
     from scrapy_cluster.settings import load_settings
 
-    client.flushdb()
-    env = cluster_env(redis_url)
-    procs = [subprocess.Popen([PY, "-m", "scrapy_cluster", "crawler"], env=env, cwd=workdir,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True) for _ in range(n)]
-    time.sleep(4)
     settings = load_settings("crawler", environ={}, overrides={"REDIS_URL": redis_url})
-    frontier = Frontier.from_settings(settings, client)
-    base = hits(port)
-    frontier.enqueue_many([{"url": f"http://127.0.0.2:{port}/p/0.html", "appid": "bench",
-                            "crawlid": uuid.uuid4().hex, "spiderid": "link", "maxdepth": 50}],
-                          dedupe=True)
-    try:
-        return measure(port, client, [p.pid for p in procs], base + args.warmup, args.pages)
-    finally:
-        stop(procs)
+    return Frontier.from_settings(settings, client)
 
 
-def run_scrapy(kind: str, port: int, client: redis.Redis, redis_url: str,
-               args: argparse.Namespace, workdir: Path) -> dict:
+def run_cluster(n: int, site: Site, client: redis.Redis, redis_url: str,
+                args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     client.flushdb()
-    seed = f"http://127.0.0.2:{port}/p/0.html"
-    source = (PLAIN_SPIDER if kind == "plain" else REDIS_SPIDER).replace(
-        "SEED", repr(seed)).replace("REDIS", repr(redis_url))
-    spider_file = workdir / f"bench_{kind}.py"
-    spider_file.write_text(source)
-    sets = dict(COMMON, ROBOTSTXT_OBEY="True", TELNETCONSOLE_ENABLED="False",
-                REMOTE_CONTROL_ENABLED="False")
+    processes = start_crawlers(n, redis_url, workdir)
+    frontier_for(client, redis_url).enqueue_many(
+        [{"url": f"http://{HOSTS[0]}:{site.port}/p/0.html", "appid": "bench",
+          "crawlid": uuid.uuid4().hex, "spiderid": "link", "maxdepth": 50}], dedupe=True)
+    return _measure_all(site, client, processes, args)
+
+
+def _measure_all(site: Site, client: redis.Redis, processes: list[subprocess.Popen[bytes]],
+                 args: argparse.Namespace) -> dict[str, Any]:
+    pids = [p.pid for p in processes]
+    try:
+        result: dict[str, Any] = measure(site, client, pids, warmup=args.warmup, pages=args.pages)
+        result.update(count_commands(site, client, pids, args.count_pages))
+        return result
+    finally:
+        stop_processes(processes)
+
+
+def run_scrapy(kind: str, site: Site, client: redis.Redis, redis_url: str,
+               args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """(b) plain Scrapy, or (c) the same spider on scrapy-redis's scheduler and dupefilter."""
+    client.flushdb()
+    spider_file = workdir / "bench_spider.py"
+    spider_file.write_text(BENCH_SPIDER.replace(
+        "SEED", repr(f"http://{HOSTS[0]}:{site.port}/p/0.html")))
+    sets = dict(COMMON)
     if kind == "redis":
         sets.update(SCHEDULER="scrapy_redis.scheduler.Scheduler",
-                    DUPEFILTER_CLASS="scrapy_redis.dupefilter.RFPDupeFilter")
-        client.lpush("bench:start_urls", seed)
+                    DUPEFILTER_CLASS="scrapy_redis.dupefilter.RFPDupeFilter",
+                    REDIS_URL=redis_url)
     argv = [PY, "-m", "scrapy", "runspider", str(spider_file), "-o", os.devnull + ":jsonlines"]
     for key, value in sets.items():
         argv += ["-s", f"{key}={value}"]
-    base = hits(port)
     log = open(workdir / f"{kind}.log", "wb")  # noqa: SIM115 - closed by the child's exit
-    proc = subprocess.Popen(argv, cwd=workdir, stdout=log, stderr=log, start_new_session=True)
-    try:
-        return measure(port, client, [proc.pid], base + args.warmup, args.pages)
-    finally:
-        stop([proc])
+    process = subprocess.Popen(argv, cwd=workdir, stdout=log, stderr=log, start_new_session=True)
+    return _measure_all(site, client, [process], args)
 
 
-def latency(port: int, client: redis.Redis, redis_url: str, workdir: Path, rounds: int) -> float:
-    from scrapy_cluster.frontier import Frontier
-    from scrapy_cluster.settings import load_settings
-
+def latency_ms(site: Site, client: redis.Redis, redis_url: str, workdir: Path,
+               rounds: int) -> float:
+    """Median time from enqueueing a crawl to the site serving its page, one idle crawler."""
     client.flushdb()
-    proc = subprocess.Popen([PY, "-m", "scrapy_cluster", "crawler"], env=cluster_env(redis_url),
-                            cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    time.sleep(5)
-    frontier = Frontier.from_settings(
-        load_settings("crawler", environ={}, overrides={"REDIS_URL": redis_url}), client)
+    processes = start_crawlers(1, redis_url, workdir)
+    frontier = frontier_for(client, redis_url)
     samples = []
     try:
         for i in range(rounds):
-            before = hits(port)
+            before = site.hits()
             started = time.monotonic()
-            frontier.enqueue_many([{"url": f"http://127.0.0.3:{port}/p/{i}.html", "appid": "lat",
-                                    "crawlid": uuid.uuid4().hex, "spiderid": "link"}])
-            while hits(port) == before:
+            frontier.enqueue_many([{"url": f"http://{HOSTS[1]}:{site.port}/p/{i}.html",
+                                    "appid": "lat", "crawlid": uuid.uuid4().hex,
+                                    "spiderid": "link"}])
+            while site.hits() == before:
                 time.sleep(0.001)
             samples.append((time.monotonic() - started) * 1000)
             time.sleep(0.3)
     finally:
-        stop([proc])
+        stop_processes(processes)
     return statistics.median(samples)
 
 
-def main() -> None:
+def report(name: str, result: dict[str, Any]) -> None:
+    print(f"{name:34} {result['pages_s']:7.1f} pages/s  {result['cpu_ms_page']:6.2f} CPU ms/page"
+          f"  Redis cmds/page: {result['client_cmds_page']:5.2f} sent by clients, "
+          f"{result['lua_cmds_page']:5.2f} inside scripts, {result['server_cmds_page']:5.2f} "
+          f"server total; {result['scripts_page']:4.2f} script calls/page")
+    print(f"{'':34} client commands/page: {result['client_top']}")
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--pages", type=int, default=1500, help="pages in the measured window")
+    parser.add_argument("--pages", type=int, default=1500, help="pages in the timed window")
     parser.add_argument("--warmup", type=int, default=200)
-    args = parser.parse_args()
+    parser.add_argument("--count-pages", type=int, default=300,
+                        help="pages in the MONITOR window that splits client/script commands")
+    parser.add_argument("--python-site", action="store_true",
+                        help="serve the site with Python even when nginx is installed")
+    parser.add_argument("--only", default="abcd", help="variants to run, e.g. 'ab'")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="crawl-bench-"))
-    redis_port, site_port = free_port(), free_port()
+    os.chmod(workdir, 0o755)
+    redis_port = free_port()
     redis_proc = subprocess.Popen([shutil.which("redis-server") or "redis-server", "--port",
                                    str(redis_port), "--save", "", "--bind", "127.0.0.1"],
                                   stdout=subprocess.DEVNULL, start_new_session=True)
-    site = subprocess.Popen([PY, "-m", "scrapy_cluster.testing.site", "--port", str(site_port),
-                             "--pages", "2000", "--links", "20", "--page-bytes", "7000"],
-                            start_new_session=True)
-    time.sleep(1.5)
+    site = start_site(workdir, free_port(HOSTS[0]), free_port(), pages=2000, links=20,
+                      page_bytes=7000, hosts=HOSTS, python_only=args.python_site)
+    print(f"nproc {os.cpu_count()}; site server: {site.description}; work dir {workdir}")
     redis_url = f"redis://127.0.0.1:{redis_port}/0"
     client = redis.Redis.from_url(redis_url)
+    common = (site, client, redis_url, args, workdir)
+    variants: dict[str, Callable[[], dict[str, Any]]] = {
+        "(a) scrapy-cluster, 1 process": lambda: run_cluster(1, *common),
+        "(b) plain Scrapy, 1 process": lambda: run_scrapy("plain", *common),
+        "(c) scrapy-redis, 1 process": lambda: run_scrapy("redis", *common),
+        "(d) scrapy-cluster, 2 processes": lambda: run_cluster(2, *common),
+    }
     try:
-        variants = {
-            "(a) scrapy-cluster, 1 process": lambda: run_cluster(1, *common),
-            "(b) plain Scrapy, 1 process": lambda: run_scrapy("plain", *common),
-            "(c) scrapy-redis, 1 process": lambda: run_scrapy("redis", *common),
-            "(d) scrapy-cluster, 2 processes": lambda: run_cluster(2, *common),
-        }
-        common = (site_port, client, redis_url, args, workdir)
         rates: dict[str, float] = {}
         for name, run in variants.items():
-            try:
-                r = run()
-            except (RuntimeError, ZeroDivisionError) as exc:
-                print(f"{name:34} not measured: {exc} (log in {workdir})")
+            if name[1] not in args.only:
                 continue
-            rates[name[:3]] = r["pages_s"]
-            print(f"{name:34} {r['pages_s']:7.1f} pages/s  {r['cpu_ms_page']:6.2f} CPU ms/page  "
-                  f"{r['redis_cmds_page']:5.2f} Redis cmds/page (incl. inside Lua)  "
-                  f"{r['scripts_page']:4.2f} script calls/page")
+            try:
+                result = run()
+            except (RuntimeError, ZeroDivisionError) as exc:
+                print(f"{name:34} not measured: {exc} (logs in {workdir})")
+                continue
+            rates[name[:3]] = result["pages_s"]
+            report(name, result)
         for top, bottom in (("(a)", "(b)"), ("(a)", "(c)"), ("(d)", "(a)")):
             if top in rates and bottom in rates:
                 print(f"{top}/{bottom} = {rates[top] / rates[bottom]:.2f}")
         print(f"median enqueue-to-fetch latency, idle cluster: "
-              f"{latency(site_port, client, redis_url, workdir, 20):.1f} ms")
+              f"{latency_ms(site, client, redis_url, workdir, 20):.1f} ms")
     finally:
-        stop([site, redis_proc])
+        site.stop()
+        stop_processes([redis_proc])
 
 
 if __name__ == "__main__":

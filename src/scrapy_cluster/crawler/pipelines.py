@@ -63,7 +63,8 @@ class BusPipeline:
         return names
 
     def process_item(self, item: Any, spider: Spider | None = None) -> Any:
-        data = fit_to_limit(ItemAdapter(item).asdict(), self.max_bytes)
+        data = fit_to_limit(item if type(item) is dict else ItemAdapter(item).asdict(),
+                            self.max_bytes)
         key = str(data.get("crawlid") or "") or None
         for topic in self.topics_for(data):
             self._produce(topic, data, key)

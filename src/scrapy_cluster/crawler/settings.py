@@ -27,6 +27,10 @@ TELNETCONSOLE_ENABLED = False
 REMOTE_CONTROL_ENABLED = False
 LOG_LEVEL = "INFO"
 
+# Per-page CPU that buys nothing in the cluster (docs/crawler.md, "Throughput"):
+CONCURRENT_ITEMS = 1  # Scrapy starts this many asyncio tasks per page; one item per page here
+DOWNLOADER_STATS = False  # byte counts of every request/response in the local stats only
+
 SPIDER_MIDDLEWARES = {
     "scrapy_cluster.crawler.middlewares.LeaseFinishMiddleware": 1,
     "scrapy_cluster.crawler.middlewares.MetaPassthroughMiddleware": 100,

@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from random import Random
 from urllib.parse import urlsplit
 
@@ -142,12 +143,31 @@ class GeneratedSite:
             return Page(200, html, self._html(path, []))
         return Page(404, html, b"<html><body>not found</body></html>")
 
+    def write_static(self, root: Path) -> list[str]:
+        """Write robots.txt, the index and every graph page under ``root/<host>/``.
+
+        For a static web server (``testing.nginx``). Dynamic special pages (500, slow, huge)
+        are not written. Returns the hosts written.
+        """
+        for host in self.config.hosts:
+            for path in ("/robots.txt", "/"):
+                _write(root / host / (path.strip("/") or "index.html"), self.render(host, path).body)
+        for url, links in self._links.items():
+            parts = urlsplit(url)
+            _write(root / str(parts.hostname) / parts.path.lstrip("/"), self._html(parts.path, links))
+        return list(self.config.hosts)
+
     def _html(self, path: str, links: Iterable[str]) -> bytes:
         anchors = "".join(f'<li><a href="{link}">link to {urlsplit(link).path}</a></li>\n'
                           for link in links)
         head = f"<html><head><title>{path}</title></head><body><h1>{path}</h1><ul>\n{anchors}</ul>"
         padding = max(0, self.config.page_bytes - len(head) - 30)
         return (head + f"<p>{'lorem ipsum ' * (padding // 12)}</p></body></html>").encode()
+
+
+def _write(target: Path, body: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(body)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -9,7 +9,7 @@ from typing import Any
 from scrapy import Request
 from scrapy.http import Response
 
-from scrapy_cluster.crawler.links import LinkRules, crawl_expired, extract_links
+from scrapy_cluster.crawler.links import crawl_expired, extract_links, rules_for
 from scrapy_cluster.crawler.spiders.base import ClusterSpider
 
 
@@ -24,7 +24,7 @@ class WanderingSpider(ClusterSpider):
         links = extract_links(response)
         item = self.page_item(response, links)
         item["attrs"] = {**(item.get("attrs") or {}), "step": step}
-        rules = LinkRules.from_meta(response.meta)
+        rules = rules_for(response.meta)
         candidates = [] if crawl_expired(response.meta, self.now_s()) else \
             [link for link in links if rules.allows(link.url)]
         if candidates:

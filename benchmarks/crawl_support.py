@@ -1,0 +1,169 @@
+"""Shared by the crawl benchmark: the generated site (nginx, or Python as a fallback), process
+CPU time, the measured window, and counting the commands Redis receives from clients vs the
+commands run inside Lua scripts (MONITOR).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from scrapy_cluster.testing.nginx import NginxSite, find_nginx, nginx_version
+from scrapy_cluster.testing.site import GeneratedSite, SiteConfig
+
+PY = sys.executable
+MONITOR_END = "crawl-bench-monitor-end"
+
+
+@dataclass
+class Site:
+    """A running generated site: ``hits()`` counts requests answered; ``stop()``."""
+
+    port: int
+    description: str
+    hits: Callable[[], int]
+    stop: Callable[[], None]
+
+
+def start_site(workdir: Path, port: int, status_port: int, *, pages: int, links: int,
+               page_bytes: int, hosts: tuple[str, ...], python_only: bool) -> Site:
+    """nginx serving the site's static pages, or the Python server when nginx is absent."""
+    config = SiteConfig(hosts=hosts, pages_per_host=pages, links_per_page=links,
+                        page_bytes=page_bytes)
+    binary = None if python_only else find_nginx()
+    if binary is not None:
+        nginx = NginxSite(GeneratedSite(config, port), workdir / "nginx", binary=binary,
+                          status_port=status_port).start()
+        return Site(port, f"{nginx_version(binary)}, 1 worker process", nginx.hits, nginx.stop)
+    process = subprocess.Popen(
+        [PY, "-m", "scrapy_cluster.testing.site", "--port", str(port), "--pages", str(pages),
+         "--links", str(links), "--page-bytes", str(page_bytes), "--hosts", ",".join(hosts)],
+        start_new_session=True)
+    time.sleep(1.5)
+
+    def hits() -> int:
+        with urllib.request.urlopen(f"http://{hosts[0]}:{port}/__hits", timeout=5) as answer:
+            return int(answer.read())
+
+    return Site(port, "Python ThreadingHTTPServer (nginx not found)", hits,
+                lambda: stop_processes([process]))
+
+
+def cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds of ``pids`` (from /proc)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return total
+
+
+def stop_processes(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def wait_for_hits(site: Site, target: int, pids: list[int], deadline: float) -> None:
+    while site.hits() < target:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {site.hits()} of {target} pages within the time limit")
+        if any(not Path(f"/proc/{pid}").exists() for pid in pids):
+            raise RuntimeError("a crawler process exited")
+        time.sleep(0.05)
+
+
+def script_calls(client: redis.Redis) -> int:
+    stats = client.info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
+               for name in ("evalsha", "eval"))
+
+
+def measure(site: Site, client: redis.Redis, pids: list[int], *, warmup: int,
+            pages: int, timeout_s: float = 180) -> dict[str, float]:
+    """pages/s, CPU ms/page, server-side Redis commands/page and script calls/page over
+    ``pages`` pages served after ``warmup`` more than now."""
+    deadline = time.monotonic() + timeout_s
+    wait_for_hits(site, site.hits() + warmup, pids, deadline)
+    start_hits, start_t = site.hits(), time.monotonic()
+    start_cmds = int(client.info("stats")["total_commands_processed"])
+    start_scripts, start_cpu = script_calls(client), cpu_s(pids)
+    wait_for_hits(site, start_hits + pages, pids, deadline)
+    done, elapsed = site.hits() - start_hits, time.monotonic() - start_t
+    # minus this function's own INFO calls inside the window (2 + 1)
+    commands = int(client.info("stats")["total_commands_processed"]) - start_cmds - 3
+    return {"pages_s": done / elapsed, "cpu_ms_page": (cpu_s(pids) - start_cpu) * 1000 / done,
+            "server_cmds_page": commands / done,
+            "scripts_page": (script_calls(client) - start_scripts) / done}
+
+
+class CommandCounter:
+    """MONITOR in a thread: commands sent by clients vs commands run inside Lua scripts."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self.from_clients = 0
+        self.inside_scripts = 0
+        self.by_command: dict[str, int] = {}
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._ready = threading.Event()
+
+    def __enter__(self) -> CommandCounter:
+        self._thread.start()
+        self._ready.wait(5)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.client.echo(MONITOR_END)
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        with self.client.monitor() as monitor:
+            self._ready.set()
+            for entry in monitor.listen():
+                command = str(entry.get("command", ""))
+                if MONITOR_END in command:
+                    return
+                if entry.get("client_type") == "lua":
+                    self.inside_scripts += 1
+                else:
+                    self.from_clients += 1
+                    name = command.split(" ", 1)[0].upper()
+                    self.by_command[name] = self.by_command.get(name, 0) + 1
+
+
+def count_commands(site: Site, client: redis.Redis, pids: list[int],
+                   pages: int) -> dict[str, Any]:
+    """Commands per page from clients and inside scripts, over ``pages`` more pages (MONITOR
+    slows Redis, so this runs after the timed window)."""
+    with CommandCounter(client) as counter:
+        start = site.hits()
+        wait_for_hits(site, start + pages, pids, time.monotonic() + 120)
+        done = site.hits() - start
+    top = sorted(counter.by_command.items(), key=lambda pair: -pair[1])[:6]
+    return {"client_cmds_page": counter.from_clients / done,
+            "lua_cmds_page": counter.inside_scripts / done,
+            "client_top": ", ".join(f"{name} {count / done:.2f}" for name, count in top)}
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
