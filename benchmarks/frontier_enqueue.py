@@ -10,7 +10,8 @@ of 500 with dedupe on:
 - ``build``: ``FrontierCalls.enqueue`` only (validation, registered domain,
   fingerprint, item encoding: the pure-Python part), best of three passes;
 - ``enqueue_many``: the whole call on a fresh database, one round trip per
-  batch; wall time, and this process's CPU time per request.
+  batch; wall time, this process's CPU time per request, and the time Redis
+  spent in the enqueue script per request (``INFO commandstats``).
 
 ``--profile FILE`` writes a cProfile of one ``build`` pass to FILE.
 """
@@ -69,12 +70,15 @@ def main() -> None:
     with throwaway_redis(args.redis_url) as url:
         client = redis.Redis.from_url(url)
         client.flushdb()
+        client.config_resetstat()
         frontier = Frontier.from_settings(settings, client)
         wall, cpu = time.perf_counter(), time.process_time()
         queued = sum(frontier.enqueue_many(chunk, dedupe=True).queued for chunk in chunks)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        server_us = client.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0)
         print(f"enqueue_many: {args.requests / wall:,.0f} requests/s, client CPU "
-              f"{cpu / args.requests * 1e6:.2f} us/request, {queued:,} queued")
+              f"{cpu / args.requests * 1e6:.2f} us/request, Redis script "
+              f"{server_us / args.requests:.2f} us/request, {queued:,} queued")
 
 
 if __name__ == "__main__":

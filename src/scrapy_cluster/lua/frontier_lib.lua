@@ -110,19 +110,39 @@ local function count_add(spider, crawl, field, amount)
   if redis.call('HINCRBY', key, field, amount) <= 0 then redis.call('HDEL', key, field) end
 end
 
+-- Per-script memo of a batch enqueue: index keys known to be non-empty, and
+-- queued counts summed per crawl-counts field (written once by flush_counts).
+local function new_batch()
+  return {nonempty = {}, counts = {}}
+end
+
+local function flush_counts(batch)
+  for _, entry in pairs(batch.counts) do count_add(entry[1], entry[2], entry[3], entry[4]) end
+end
+
+local function add_count(batch, spider, crawl, field)
+  if batch == nil then return count_add(spider, crawl, field, 1) end
+  local id = spider .. '\0' .. crawl .. '\0' .. field
+  local entry = batch.counts[id]
+  if entry then entry[4] = entry[4] + 1 else batch.counts[id] = {spider, crawl, field, 1} end
+end
+
 -- Queues an encoded item "<seq> <json>" (at the head for a returned lease).
+-- ``batch`` (optional, from new_batch) skips re-checking indexes this script
+-- already filled and defers count writes to flush_counts.
 -- Returns 1 when the domain had nothing queued before, else 0.
-local function push_item(spider, domain, priority, crawl, item, at_head, now, view_timeout_ms)
+local function push_item(spider, domain, priority, crawl, item, at_head, now, view_timeout_ms, batch)
   local index = domain_index_key(spider, domain)
   local member = priority .. '|' .. crawl
   local sub = subqueue_key(spider, domain, priority, crawl)
-  local was_empty = redis.call('EXISTS', index) == 0
+  local was_empty = not (batch and batch.nonempty[index]) and redis.call('EXISTS', index) == 0
+  if batch then batch.nonempty[index] = true end
   local length
   if at_head then length = redis.call('LPUSH', sub, item) else length = redis.call('RPUSH', sub, item) end
   if at_head or length == 1 then
     redis.call('ZADD', index, index_score(priority, item_seq(item)), member)
   end
-  count_add(spider, crawl, domain .. '|' .. priority, 1)
+  add_count(batch, spider, crawl, domain .. '|' .. priority)
   if was_empty then
     announce_domain(spider, domain, priority, now, view_timeout_ms)
     return 1
