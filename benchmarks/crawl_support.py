@@ -34,6 +34,7 @@ class Site:
     description: str
     hits: Callable[[], int]
     stop: Callable[[], None]
+    pids: Callable[[], list[int]]
 
 
 def start_site(workdir: Path, port: int, status_port: int, *, pages: int, links: int,
@@ -45,7 +46,8 @@ def start_site(workdir: Path, port: int, status_port: int, *, pages: int, links:
     if binary is not None:
         nginx = NginxSite(GeneratedSite(config, port), workdir / "nginx", binary=binary,
                           status_port=status_port).start()
-        return Site(port, f"{nginx_version(binary)}, 1 worker process", nginx.hits, nginx.stop)
+        return Site(port, f"{nginx_version(binary)}, 1 worker process", nginx.hits, nginx.stop,
+                    nginx.pids)
     process = subprocess.Popen(
         [PY, "-m", "scrapy_cluster.testing.site", "--port", str(port), "--pages", str(pages),
          "--links", str(links), "--page-bytes", str(page_bytes), "--hosts", ",".join(hosts)],
@@ -56,8 +58,8 @@ def start_site(workdir: Path, port: int, status_port: int, *, pages: int, links:
         with urllib.request.urlopen(f"http://{hosts[0]}:{port}/__hits", timeout=5) as answer:
             return int(answer.read())
 
-    return Site(port, "Python ThreadingHTTPServer (nginx not found)", hits,
-                lambda: stop_processes([process]))
+    return Site(port, "Python ThreadingHTTPServer (nginx not used)", hits,
+                lambda: stop_processes([process]), lambda: [process.pid])
 
 
 def cpu_s(pids: list[int]) -> float:
@@ -94,22 +96,36 @@ def script_calls(client: redis.Redis) -> int:
                for name in ("evalsha", "eval"))
 
 
-def measure(site: Site, client: redis.Redis, pids: list[int], *, warmup: int,
+def measure(site: Site, client: redis.Redis, pids: list[int], *, redis_pid: int, warmup: int,
             pages: int, timeout_s: float = 180) -> dict[str, float]:
-    """pages/s, CPU ms/page, server-side Redis commands/page and script calls/page over
-    ``pages`` pages served after ``warmup`` more than now."""
+    """pages/s, CPU ms/page (crawler, Redis, site server; machine busy %), server-side Redis
+    commands/page and script calls/page over ``pages`` pages served after ``warmup`` more."""
     deadline = time.monotonic() + timeout_s
     wait_for_hits(site, site.hits() + warmup, pids, deadline)
+    groups = {"cpu_ms_page": pids, "redis_cpu_ms_page": [redis_pid], "site_cpu_ms_page": site.pids()}
     start_hits, start_t = site.hits(), time.monotonic()
     start_cmds = int(client.info("stats")["total_commands_processed"])
-    start_scripts, start_cpu = script_calls(client), cpu_s(pids)
+    start_scripts = script_calls(client)
+    start_cpu = {name: cpu_s(group) for name, group in groups.items()}
+    start_busy = machine_busy_s()
     wait_for_hits(site, start_hits + pages, pids, deadline)
     done, elapsed = site.hits() - start_hits, time.monotonic() - start_t
     # minus this function's own INFO calls inside the window (2 + 1)
     commands = int(client.info("stats")["total_commands_processed"]) - start_cmds - 3
-    return {"pages_s": done / elapsed, "cpu_ms_page": (cpu_s(pids) - start_cpu) * 1000 / done,
-            "server_cmds_page": commands / done,
-            "scripts_page": (script_calls(client) - start_scripts) / done}
+    result = {name: (cpu_s(group) - start_cpu[name]) * 1000 / done
+              for name, group in groups.items()}
+    result.update(pages_s=done / elapsed, server_cmds_page=commands / done,
+                  scripts_page=(script_calls(client) - start_scripts) / done,
+                  machine_busy_pct=(machine_busy_s() - start_busy) * 100 / elapsed
+                  / (os.cpu_count() or 1))
+    return result
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all cores spent not idle since boot (/proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 class CommandCounter:

@@ -35,6 +35,10 @@ from crawl_support import PY, Site, count_commands, free_port, measure, start_si
 HOSTS = ("127.0.0.2", "127.0.0.3")
 COMMON = {"CONCURRENT_REQUESTS": "16", "CONCURRENT_REQUESTS_PER_DOMAIN": "16",
           "LOG_LEVEL": "WARNING", "ROBOTSTXT_OBEY": "True", "TELNETCONSOLE_ENABLED": "False"}
+# The Scrapy settings of scrapy_cluster.crawler.settings that change per-page cost; (b) and (c)
+# run with them too, (b0) with Scrapy's defaults.
+CLUSTER_SCRAPY = {"CONCURRENT_ITEMS": "1", "DOWNLOADER_STATS": "False",
+                  "COOKIES_ENABLED": "False"}
 
 BENCH_SPIDER = '''
 import scrapy
@@ -87,7 +91,8 @@ def _measure_all(site: Site, client: redis.Redis, processes: list[subprocess.Pop
                  args: argparse.Namespace) -> dict[str, Any]:
     pids = [p.pid for p in processes]
     try:
-        result: dict[str, Any] = measure(site, client, pids, warmup=args.warmup, pages=args.pages)
+        result: dict[str, Any] = measure(site, client, pids, redis_pid=args.redis_pid,
+                                         warmup=args.warmup, pages=args.pages)
         result.update(count_commands(site, client, pids, args.count_pages))
         return result
     finally:
@@ -96,12 +101,13 @@ def _measure_all(site: Site, client: redis.Redis, processes: list[subprocess.Pop
 
 def run_scrapy(kind: str, site: Site, client: redis.Redis, redis_url: str,
                args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    """(b) plain Scrapy, or (c) the same spider on scrapy-redis's scheduler and dupefilter."""
+    """(b) plain Scrapy, (b0) with Scrapy's defaults, (c) on scrapy-redis's scheduler and
+    dupefilter."""
     client.flushdb()
     spider_file = workdir / "bench_spider.py"
     spider_file.write_text(BENCH_SPIDER.replace(
         "SEED", repr(f"http://{HOSTS[0]}:{site.port}/p/0.html")))
-    sets = dict(COMMON)
+    sets = dict(COMMON) if kind == "defaults" else {**COMMON, **CLUSTER_SCRAPY}
     if kind == "redis":
         sets.update(SCHEDULER="scrapy_redis.scheduler.Scheduler",
                     DUPEFILTER_CLASS="scrapy_redis.dupefilter.RFPDupeFilter",
@@ -139,7 +145,8 @@ def latency_ms(site: Site, client: redis.Redis, redis_url: str, workdir: Path,
 
 def report(name: str, result: dict[str, Any]) -> None:
     print(f"{name:34} {result['pages_s']:7.1f} pages/s  {result['cpu_ms_page']:6.2f} CPU ms/page"
-          f"  Redis cmds/page: {result['client_cmds_page']:5.2f} sent by clients, "
+          f" (Redis {result['redis_cpu_ms_page']:.2f}, site {result['site_cpu_ms_page']:.2f}, "
+          f"machine {result['machine_busy_pct']:.0f} % busy)\n{'':34} Redis cmds/page: {result['client_cmds_page']:5.2f} sent by clients, "
           f"{result['lua_cmds_page']:5.2f} inside scripts, {result['server_cmds_page']:5.2f} "
           f"server total; {result['scripts_page']:4.2f} script calls/page")
     print(f"{'':34} client commands/page: {result['client_top']}")
@@ -147,13 +154,13 @@ def report(name: str, result: dict[str, Any]) -> None:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--pages", type=int, default=1500, help="pages in the timed window")
+    parser.add_argument("--pages", type=int, default=3000, help="pages in the timed window")
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--count-pages", type=int, default=300,
                         help="pages in the MONITOR window that splits client/script commands")
     parser.add_argument("--python-site", action="store_true",
                         help="serve the site with Python even when nginx is installed")
-    parser.add_argument("--only", default="abcd", help="variants to run, e.g. 'ab'")
+    parser.add_argument("--only", default="a,b,b0,c,d", help="variants to run, e.g. 'a,b'")
     return parser.parse_args()
 
 
@@ -165,31 +172,34 @@ def main() -> None:
     redis_proc = subprocess.Popen([shutil.which("redis-server") or "redis-server", "--port",
                                    str(redis_port), "--save", "", "--bind", "127.0.0.1"],
                                   stdout=subprocess.DEVNULL, start_new_session=True)
-    site = start_site(workdir, free_port(HOSTS[0]), free_port(), pages=2000, links=20,
+    site = start_site(workdir, free_port(HOSTS[0]), free_port(), pages=4000, links=20,
                       page_bytes=7000, hosts=HOSTS, python_only=args.python_site)
     print(f"nproc {os.cpu_count()}; site server: {site.description}; work dir {workdir}")
     redis_url = f"redis://127.0.0.1:{redis_port}/0"
+    args.redis_pid = redis_proc.pid
     client = redis.Redis.from_url(redis_url)
     common = (site, client, redis_url, args, workdir)
     variants: dict[str, Callable[[], dict[str, Any]]] = {
         "(a) scrapy-cluster, 1 process": lambda: run_cluster(1, *common),
         "(b) plain Scrapy, 1 process": lambda: run_scrapy("plain", *common),
+        "(b0) plain Scrapy, Scrapy defaults": lambda: run_scrapy("defaults", *common),
         "(c) scrapy-redis, 1 process": lambda: run_scrapy("redis", *common),
         "(d) scrapy-cluster, 2 processes": lambda: run_cluster(2, *common),
     }
     try:
         rates: dict[str, float] = {}
         for name, run in variants.items():
-            if name[1] not in args.only:
+            label = name.split(" ", 1)[0]
+            if label.strip("()") not in args.only.split(","):
                 continue
             try:
                 result = run()
             except (RuntimeError, ZeroDivisionError) as exc:
                 print(f"{name:34} not measured: {exc} (logs in {workdir})")
                 continue
-            rates[name[:3]] = result["pages_s"]
+            rates[label] = result["pages_s"]
             report(name, result)
-        for top, bottom in (("(a)", "(b)"), ("(a)", "(c)"), ("(d)", "(a)")):
+        for top, bottom in (("(a)", "(b)"), ("(a)", "(b0)"), ("(a)", "(c)"), ("(d)", "(a)")):
             if top in rates and bottom in rates:
                 print(f"{top}/{bottom} = {rates[top] / rates[bottom]:.2f}")
         print(f"median enqueue-to-fetch latency, idle cluster: "

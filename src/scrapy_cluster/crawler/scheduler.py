@@ -76,6 +76,10 @@ class DistributedScheduler(BaseScheduler):
                         reap_interval_s=min(REAP_INTERVAL_S, float(settings["LEASE_TIMEOUT"]) / 2),
                         view_type=DispatchView)
         crawler.signals.connect(scheduler._keep_alive, signal=signals.spider_idle)
+        if not settings["SCHEDULER_PERSIST"]:
+            logger.warning("SCHEDULER_PERSIST = False is not supported and is ignored: the "
+                           "queues are shared by every crawler of the spider; remove a crawl "
+                           "with a stop request instead")
         scheduler._wake_engine = lambda: _schedule_engine(crawler)
         return scheduler
 

@@ -210,7 +210,8 @@ _declare("Stats", "STATUS_RESPONSE_CODES", [200, 404, 403, 504],
 
 # --- Scheduler / frontier ---------------------------------------------------
 _declare("Scheduler", "SCHEDULER_PERSIST", True,
-         "Keep the spider's queues in Redis when a crawler shuts down.", (CR,))
+         "Kept for compatibility: the queues are shared by every crawler of the spider and always "
+         "kept; False is ignored with a warning (remove a crawl with a stop request).", (CR,))
 _declare("Scheduler", "SCHEDULER_QUEUE_REFRESH", 10,
          "Kept for compatibility: new domains are dispatchable at once, no refresh cycle.", (CR,))
 _declare("Scheduler", "SCHEDULER_QUEUE_TIMEOUT", 3600,

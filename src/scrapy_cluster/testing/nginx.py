@@ -106,6 +106,17 @@ class NginxSite:
         requests = int(text.splitlines()[2].split()[2])
         return requests - self._status_reads
 
+    def pids(self) -> list[int]:
+        """The master's and its workers' process ids (for CPU accounting)."""
+        if self.process is None:
+            return []
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        try:
+            workers = [int(pid) for pid in children.read_text().split()]
+        except OSError:
+            workers = []
+        return [self.process.pid, *workers]
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGQUIT)
