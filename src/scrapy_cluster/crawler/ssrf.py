@@ -19,6 +19,8 @@ from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
+from scrapy_cluster.crawler.config import cluster_settings
+
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
     "169.254.169.254", "169.254.170.2", "100.100.100.200", "192.0.0.192", "fd00:ec2::254"))
@@ -71,7 +73,7 @@ class SsrfGuardMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SsrfGuardMiddleware:
-        if crawler.settings.getbool("CRAWLER_ALLOW_PRIVATE_NETWORKS"):
+        if bool(cluster_settings(crawler)["CRAWLER_ALLOW_PRIVATE_NETWORKS"]):
             raise NotConfigured("CRAWLER_ALLOW_PRIVATE_NETWORKS is on")
         return cls()
 
