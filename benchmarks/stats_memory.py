@@ -13,15 +13,10 @@ Without --redis-url a throwaway redis-server is started on a free loopback port.
 from __future__ import annotations
 
 import argparse
-import shutil
-import socket
-import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import redis
+from frontier_support import throwaway_redis  # sibling module: benchmarks/ is on sys.path
 
 from scrapy_cluster.stats import SECONDS_1_WEEK, RollingTimeWindow
 
@@ -35,31 +30,6 @@ class SimulatedClock:
 
     def __call__(self) -> float:
         return self.now_s
-
-
-@contextmanager
-def throwaway_redis() -> Iterator[str]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise SystemExit("redis-server not found on PATH; pass --redis-url")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with tempfile.TemporaryDirectory() as workdir:
-        process = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                    "--appendonly", "no", "--dir", workdir], stdout=subprocess.DEVNULL)
-        try:
-            client = redis.Redis(port=port)
-            for _ in range(100):
-                try:
-                    client.ping()
-                    break
-                except redis.ConnectionError:
-                    time.sleep(0.05)
-            yield f"redis://127.0.0.1:{port}/0"
-        finally:
-            process.terminate()
-            process.wait(10)
 
 
 def run(client: redis.Redis, hits: int) -> None:
