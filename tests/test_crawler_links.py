@@ -57,7 +57,9 @@ def test_extract_links_of_an_empty_page_is_empty() -> None:
 @pytest.mark.parametrize("url", [
     "http://a/x.pdf", "http://a/x.PDF?x=1", "http://a/x.tar.gz", "http://a/x.gz", "http://a/a.b/c",
     "http://a/.pdf", "http://a/x.html", "http://a/x.pdf/", "http://a/x.jpg#f", "http://a/x.pdf.html",
-    "http://a.pdf/", "http://a/x", "http://a/x.",
+    "http://a.pdf/", "http://a/x", "http://a/x.", "http://a.pdf", "http://a/x?y=z.pdf",
+    "http://a/x#y.pdf", "http://a/x.pdf?y", "http://a/p;x.pdf", "http://u:p@a/x.PdF",
+    "http://a?x=/y.pdf", "http://a#/y.pdf", "/rel/x.pdf",
 ])
 def test_has_extension_agrees_with_scrapy(url: str) -> None:
     extensions = frozenset(f".{e}" for e in [*IGNORED_EXTENSIONS, "tar.gz"])

@@ -37,6 +37,7 @@ LINK_TAGS = ("a", "area", f"{XHTML}a", f"{XHTML}area")
 _PLAIN_ABSOLUTE_URL = re.compile(
     r"https?://[a-z0-9\-._~:@!$&'()*+,;=]+(?:/[A-Za-z0-9\-._~:/?#@!$&'()*+,;=]*[A-Za-z0-9\-._~/])?\Z")
 _string_content = etree.XPath("string()")
+_AUTHORITY_END = re.compile(r"[/?#]")
 
 
 def host_in_domains(url: str, domains: Sequence[str]) -> bool:
@@ -95,12 +96,17 @@ def has_extension(url: str, extensions: frozenset[str]) -> bool:
     """
     if not extensions:
         return False
-    path = urlsplit(url).path.lower()
-    dot = path.find(".", path.rfind("/") + 1)
+    authority = url.find("//")
+    found = _AUTHORITY_END.search(url, authority + 2 if authority != -1 else 0)
+    if found is None or found.group() != "/":
+        return False
+    path = url[found.start():].split("#", 1)[0].split("?", 1)[0].lower()
+    segment = path[path.rfind("/") + 1:].split(";", 1)[0]  # urlparse drops ;params
+    dot = segment.find(".")
     while dot != -1:
-        if path[dot:] in extensions:
+        if segment[dot:] in extensions:
             return True
-        dot = path.find(".", dot + 1)
+        dot = segment.find(".", dot + 1)
     return False
 
 
