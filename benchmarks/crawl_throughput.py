@@ -12,7 +12,8 @@ script calls per page; then, over a further window with MONITOR attached (it slo
 it is not timed), the commands clients send per page and the commands run inside scripts per
 page. Last, the median enqueue-to-fetch latency on an idle cluster. Every variant: same spider
 logic (follow links, one item per page), CONCURRENT_REQUESTS 16, 16 per domain, robots.txt
-obeyed, throttle off.
+obeyed, throttle off; (b) and (c) also with the cluster crawler's per-page Scrapy settings
+(CLUSTER_SCRAPY), (b0) with Scrapy's defaults. Variants: ``--only a,b,b0,c,d``.
 """
 
 from __future__ import annotations
