@@ -59,11 +59,13 @@ $(INSTALLED): pyproject.toml | $(BIN)/python
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# redis-server, ZooKeeper (with Java) and the venv module, from Debian's packages.
+# redis-server, ZooKeeper (with Java), nginx (crawler benchmark site) and the venv module,
+# from Debian's packages.
 system-deps:
 	@missing=""; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	{ [ -f $(ZK_SERVER_SCRIPT) ] && command -v java >/dev/null; } || missing="$$missing zookeeperd"; \
+	{ command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; } || missing="$$missing nginx"; \
 	[ -x $(BIN)/python ] || $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null \
 		|| missing="$$missing python3-venv"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \

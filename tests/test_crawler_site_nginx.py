@@ -10,15 +10,17 @@ import pytest
 
 from scrapy_cluster.testing.nginx import NginxSite, find_nginx
 from scrapy_cluster.testing.site import GeneratedSite, SiteConfig
+from tests.conftest import service_unavailable
 from tests.support.services import free_port
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(find_nginx() is None, reason="nginx is not installed "
-                                 "(benchmark-only; apt-get install nginx-light)")]
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NginxSite]:
+    if find_nginx() is None:
+        service_unavailable(RuntimeError("nginx is not installed (apt-get install nginx; "
+                                         "make test installs it when run as root)"))
     site = GeneratedSite(SiteConfig(pages_per_host=5, links_per_page=4), free_port("127.0.0.2"))
     workdir = tmp_path_factory.mktemp("nginx")
     workdir.chmod(0o755)
