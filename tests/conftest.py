@@ -13,33 +13,17 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.support.services import RedisServer, ServiceUnavailable
+from tests.support.services import RedisServer
+from tests.support.starting import external_or_started
 
 pytest_plugins = ["tests.support.zookeeper_fixtures", "tests.support.bus_fixtures"]
-
-
-def service_unavailable(exc: Exception) -> None:
-    """Fail under CI, skip (saying what is missing) elsewhere."""
-    if os.environ.get("CI"):
-        pytest.fail(f"required test service unavailable under CI: {exc}", pytrace=False)
-    pytest.skip(f"test service unavailable: {exc}")
 
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer | str]:
     """A private redis-server for the session (or the URL in SC_TEST_REDIS_URL)."""
-    external = os.environ.get("SC_TEST_REDIS_URL")
-    if external:
-        yield external
-        return
-    try:
-        server = RedisServer(Path(tmp_path_factory.mktemp("redis")))
-        server.start()
-    except ServiceUnavailable as exc:
-        service_unavailable(exc)
-        return
-    yield server
-    server.stop()
+    yield from external_or_started(os.environ.get("SC_TEST_REDIS_URL"),
+                                   lambda: RedisServer(Path(tmp_path_factory.mktemp("redis"))))
 
 
 @pytest.fixture(scope="session")
@@ -60,11 +44,6 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
 @pytest.fixture
 def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
     """A redis-server owned by one test (it may stop, kill or restart it)."""
-    try:
-        server = RedisServer(tmp_path / "redis-private")
-        server.start()
-    except ServiceUnavailable as exc:
-        service_unavailable(exc)
-        return
-    yield server
-    server.stop()
+    for server in external_or_started(None, lambda: RedisServer(tmp_path / "redis-private")):
+        assert isinstance(server, RedisServer)
+        yield server

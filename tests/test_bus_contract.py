@@ -26,9 +26,9 @@ from scrapy_cluster.bus import Consumer, Message, MessageBus, create_bus, topics
 from scrapy_cluster.bus.base import encode_value
 from scrapy_cluster.errors import BusUnavailableError, MessageTooLargeError, SettingsError
 from scrapy_cluster.settings import Settings, load_settings
-from tests.conftest import service_unavailable
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.services import RedisServer, ServiceUnavailable, free_port
+from tests.support.starting import service_unavailable
 
 BusBackend = tuple[str, dict[str, Any]]
 DEADLINE_S = 30.0

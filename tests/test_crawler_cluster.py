@@ -23,8 +23,8 @@ from scrapy_cluster.bus import create_bus, topics
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.settings import load_settings
 from scrapy_cluster.testing.site import LATIN1_BODY, SiteConfig, SiteServer
-from tests.conftest import service_unavailable
 from tests.support.services import RedisServer, ServiceUnavailable, free_port
+from tests.support.starting import service_unavailable
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ import pytest
 
 from scrapy_cluster.testing.nginx import NginxSite, find_nginx
 from scrapy_cluster.testing.site import GeneratedSite, SiteConfig
-from tests.conftest import service_unavailable
 from tests.support.services import free_port
+from tests.support.starting import service_unavailable
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ import redis
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
-from tests.conftest import service_unavailable
 from tests.support.services import RedisServer, ServiceUnavailable
+from tests.support.starting import service_unavailable
 from tests.support.zookeeper import ZooKeeperServer, is_serving
 
 pytestmark = pytest.mark.integration
@@ -76,3 +76,11 @@ def test_zookeeper_server_stops_listening_when_stopped(tmp_path: Path) -> None:
 def test_missing_zookeeper_script_says_how_to_install_it(tmp_path: Path) -> None:
     with pytest.raises(ServiceUnavailable, match="apt-get install zookeeperd"):
         ZooKeeperServer(tmp_path, script=tmp_path / "no-such-zkServer.sh")
+
+
+def test_a_server_binary_that_cannot_run_is_reported_as_unavailable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SC_TEST_REDIS_SERVER", str(tmp_path / "no-such-redis-server"))
+    server = RedisServer(tmp_path / "redis")
+    with pytest.raises(ServiceUnavailable, match="cannot run .*no-such-redis-server"):
+        server.start()

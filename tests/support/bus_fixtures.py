@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import service_unavailable
 from tests.support.kafka_broker import KafkaBroker, external_kafka
-from tests.support.services import ServiceUnavailable
+from tests.support.starting import external_or_started
 
 # A short session timeout makes group joins and dead-member detection quick on the test broker.
 KAFKA_TEST_SESSION_TIMEOUT_MS = 3000
@@ -27,18 +26,9 @@ REDIS_TEST_CLAIM_IDLE_MS = 1000
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """"127.0.0.1:<port>" of a private tansu broker for the session (or SC_TEST_KAFKA)."""
-    external = external_kafka()
-    if external:
-        yield external
-        return
-    try:
-        broker = KafkaBroker(Path(tmp_path_factory.mktemp("kafka")))
-        broker.start()
-    except ServiceUnavailable as exc:
-        service_unavailable(exc)
-        return
-    yield broker.bootstrap
-    broker.stop()
+    for broker in external_or_started(
+            external_kafka(), lambda: KafkaBroker(Path(tmp_path_factory.mktemp("kafka")))):
+        yield broker if isinstance(broker, str) else broker.bootstrap
 
 
 @pytest.fixture(params=["kafka", "redis"])

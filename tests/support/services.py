@@ -61,8 +61,12 @@ class ServerProcess:
     def start(self, timeout_s: float = 30.0) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         log = open(self.workdir / "server.log", "ab")  # noqa: SIM115 - closed with the process
-        self.process = subprocess.Popen(self.argv, cwd=self.workdir, stdout=log, stderr=log,
-                                        env=self.env, start_new_session=True)
+        try:
+            self.process = subprocess.Popen(self.argv, cwd=self.workdir, stdout=log, stderr=log,
+                                            env=self.env, start_new_session=True)
+        except OSError as exc:
+            log.close()
+            raise ServiceUnavailable(f"cannot run {self.argv[0]}: {exc}") from exc
         try:
             wait_for_port(self.host, self.port, timeout_s, self.process)
         except ServiceUnavailable as exc:

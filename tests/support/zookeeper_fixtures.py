@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import service_unavailable
-from tests.support.services import ServiceUnavailable
+from tests.support.starting import external_or_started
 from tests.support.zookeeper import ZooKeeperServer, external_zookeeper
 
 
@@ -19,15 +18,7 @@ def zookeeper_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     The server starts on first use only; tests should work under a node path
     of their own, since the server is shared by the whole session.
     """
-    external = external_zookeeper()
-    if external:
-        yield external
-        return
-    try:
-        server = ZooKeeperServer(Path(tmp_path_factory.mktemp("zookeeper")))
-        server.start()
-    except ServiceUnavailable as exc:
-        service_unavailable(exc)
-        return
-    yield server.hosts
-    server.stop()
+    for server in external_or_started(
+            external_zookeeper(),
+            lambda: ZooKeeperServer(Path(tmp_path_factory.mktemp("zookeeper")))):
+        yield server if isinstance(server, str) else server.hosts
