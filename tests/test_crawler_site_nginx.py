@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,3 +51,25 @@ def test_nginx_hits_count_site_requests_but_not_status_reads(nginx: NginxSite) -
     for number in range(3):
         _get(nginx.site.url("127.0.0.2", f"/p/{number}.html"))
     assert nginx.hits() - before == 3
+
+
+def test_nginx_access_log_gives_arrivals_per_host_without_robots(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    if find_nginx() is None:
+        service_unavailable(RuntimeError("nginx is not installed"))
+    site = GeneratedSite(SiteConfig(hosts=("127.0.0.5", "127.0.0.6"), pages_per_host=3),
+                         free_port("127.0.0.5"))
+    workdir = Path(tmp_path_factory.mktemp("nginx-log"))
+    workdir.chmod(0o755)
+    log = workdir / "access.log"
+    with NginxSite(site, workdir, binary=str(find_nginx()), status_port=free_port(),
+                   access_log=log) as server:
+        before = time.time()
+        for host, path in (("127.0.0.5", "/robots.txt"), ("127.0.0.5", "/p/0.html"),
+                           ("127.0.0.6", "/p/1.html"), ("127.0.0.6", "/p/2.html")):
+            _get(site.url(host, path))
+    after = time.time()  # stopping nginx flushed its log
+    arrivals = server.arrivals()
+    assert {host: len(times) for host, times in arrivals.items()} == \
+        {"127.0.0.5": 1, "127.0.0.6": 2}
+    assert all(before - 0.01 <= t <= after for times in arrivals.values() for t in times)

@@ -9,18 +9,32 @@ from collections import Counter
 
 import pytest
 
-from scrapy_cluster.demo.report import DemoReport, count_results, domain_rate, max_in_window
-
-
-def test_max_in_window_counts_half_open_windows() -> None:
-    assert max_in_window([0.0, 0.5, 1.0, 1.2, 1.4], 1.0) == 4
-    assert max_in_window([0.0, 0.999, 1.0], 1.0) == 2
-    assert max_in_window([], 1.0) == 0
+from scrapy_cluster.demo.report import DemoReport, DomainRate, count_results, domain_rate
 
 
 def test_domain_rate_flags_a_burst_over_the_limit() -> None:
     rate = domain_rate("127.0.0.9", 2, 1.0, [0.0, 0.1, 0.2, 5.0])
     assert (rate.requests, rate.max_in_window, rate.within_limit) == (4, 3, False)
+
+
+def test_domain_rate_measures_use_of_the_limit_for_its_mode() -> None:
+    moderated = domain_rate("h", 2, 1.0, [0.0, 0.5, 1.0, 1.5, 2.0], moderated=True)
+    burst = domain_rate("h", 2, 1.0, [0.0, 0.0, 2.0, 2.0], moderated=False)
+    assert (moderated.utilisation, burst.utilisation) == (1.0, 0.5)
+
+
+def test_an_underused_busy_domain_fails_the_demo() -> None:
+    slow = DomainRate("127.0.0.9", 5, 2.0, requests=20, max_in_window=2, achieved_per_s=0.5,
+                      utilisation=0.2)
+    assert report(rates=[slow]).failures() == [
+        "127.0.0.9 used 20% of its limit of 5/2s over 20 requests (at least 50% expected): "
+        "the throttle woke too late"]
+
+
+def test_a_domain_with_too_few_requests_is_not_judged_for_use() -> None:
+    short = DomainRate("127.0.0.9", 5, 2.0, requests=9, max_in_window=2, achieved_per_s=0.5,
+                       utilisation=0.2)
+    assert report(rates=[short]).failures() == []
 
 
 def test_count_results_separates_responses_from_error_items() -> None:

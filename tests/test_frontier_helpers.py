@@ -27,7 +27,8 @@ class ManualClock:
 
 def settings(**overrides: Any) -> Any:
     base = {"QUEUE_WINDOW": 0, "QUEUE_HITS": 10, "QUEUE_MODERATED": False,
-            "SCHEDULER_IP_ENABLED": True, "SCHEDULER_TYPE_ENABLED": True}
+            "SCHEDULER_IP_ENABLED": True, "SCHEDULER_TYPE_ENABLED": True,
+            "THROTTLE_SEND_ALLOWANCE_MS": 0}
     return load_settings("crawler", environ={}, settings_file=None,
                          overrides={**base, **overrides})
 

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 import redis
+import redis.asyncio
 
 from scrapy_cluster import keys
-from scrapy_cluster.frontier import DispatchView
+from scrapy_cluster.errors import FrontierError
+from scrapy_cluster.frontier import AsyncFrontier, DispatchView, LateSend
 from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
-from tests.test_frontier_helpers import VIEW, ManualClock, make_frontier, pop_urls, req
+from tests.test_frontier_helpers import (
+    VIEW,
+    ManualClock,
+    make_frontier,
+    pop_urls,
+    req,
+    settings,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -29,6 +41,22 @@ def test_moderated_spaces_requests_by_window_over_hits(redis_client: redis.Redis
     assert pop_urls(frontier, 5) == []
     clock.advance(1)
     assert len(pop_urls(frontier, 5)) == 1
+
+
+@pytest.mark.parametrize("moderated", [True, False])
+def test_the_send_allowance_lengthens_every_window(redis_client: redis.Redis,
+                                                   moderated: bool) -> None:
+    clock = ManualClock()
+    frontier = make_frontier(redis_client, clock, QUEUE_HITS=2, QUEUE_WINDOW=10,
+                             QUEUE_MODERATED=moderated, THROTTLE_SEND_ALLOWANCE_MS=30)
+    frontier.enqueue_many(many("a.com", 5))
+    first = len(pop_urls(frontier, 5))
+    reopens_ms = 5015 if moderated else 10030
+    assert frontier.pop(VIEW, 5).wait_s == reopens_ms / 1000
+    clock.advance(reopens_ms - 1)
+    assert pop_urls(frontier, 5) == []
+    clock.advance(1)
+    assert (first, len(pop_urls(frontier, 5))) == ((1, 1) if moderated else (2, 2))
 
 
 def test_unmoderated_allows_hits_per_sliding_window(redis_client: redis.Redis) -> None:
@@ -156,12 +184,181 @@ def test_without_type_scope_spiders_share_the_throttle(redis_client: redis.Redis
 def test_wait_for_work_returns_once_work_was_enqueued(redis_client: redis.Redis) -> None:
     frontier = make_frontier(redis_client, ManualClock())
     frontier.enqueue_many([req("http://a.com/")])
-    frontier.wait_for_work(VIEW, timeout_s=60)
+    assert frontier.wait_for_work(VIEW, time.monotonic() + 60) is True
     assert redis_client.llen(keys.wake_list("link")) == 0
     assert pop_urls(frontier, 1) == ["http://a.com/"]
 
 
 def test_wait_for_work_times_out_without_work(redis_client: redis.Redis) -> None:
     frontier = make_frontier(redis_client, ManualClock())
-    frontier.wait_for_work(VIEW, timeout_s=0.01)
+    assert frontier.wait_for_work(VIEW, time.monotonic() + 0.01) is False
     assert frontier.pop(VIEW, 1).wait_s is None
+
+
+def test_short_pop_reports_its_ready_moment_on_the_monotonic_clock(
+        redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock(), QUEUE_HITS=2, QUEUE_WINDOW=10,
+                             QUEUE_MODERATED=True)
+    frontier.enqueue_many(many("a.com", 2))
+    frontier.pop(VIEW, 5)
+    before = time.monotonic()
+    result = frontier.pop(VIEW, 5)
+    after = time.monotonic()
+    assert result.wait_s == 5.0
+    assert result.ready_at_s is not None and before + 5.0 <= result.ready_at_s <= after + 5.0
+
+
+def test_empty_frontier_pop_has_no_ready_moment(redis_client: redis.Redis) -> None:
+    result = make_frontier(redis_client, ManualClock()).pop(VIEW, 5)
+    assert (result.requests, result.wait_s, result.ready_at_s) == ([], None, None)
+
+
+def test_waiting_on_a_short_pop_ends_when_its_domain_may_dispatch(
+        redis_client: redis.Redis) -> None:
+    """Real Redis time: 1 request per 0.3 s. The wait returns without any token, and not
+    before the domain is allowed: the pop right after it dispatches."""
+    frontier = make_frontier(redis_client, None, QUEUE_HITS=1, QUEUE_WINDOW=0.3,
+                             QUEUE_MODERATED=True)
+    frontier.enqueue_many(many("a.com", 3))
+    redis_client.delete(keys.wake_list("link"))
+    for _ in range(2):
+        assert len(pop_urls(frontier, 5)) == 1
+        short = frontier.pop(VIEW, 5)
+        assert short.requests == [] and short.wait_s is not None and short.wait_s > 0
+        assert frontier.wait_for_work(VIEW, short) is False
+    assert len(pop_urls(frontier, 5)) == 1
+
+
+def test_waiting_on_a_pop_with_nothing_throttled_returns_at_once(
+        redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock())
+    frontier.enqueue_many(many("a.com", 3))
+    redis_client.delete(keys.wake_list("link"))
+    result = frontier.pop(VIEW, 1)
+    assert result.wait_s == 0
+    assert frontier.wait_for_work(VIEW, result) is False
+    assert redis_client.llen(keys.wake_list("link")) == 0
+
+
+def test_a_domain_config_change_wakes_waiting_crawlers(redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock(), QUEUE_HITS=1, QUEUE_WINDOW=60)
+    frontier.enqueue_many(many("a.com", 3))
+    pop_urls(frontier, 5)
+    redis_client.delete(keys.wake_list("link"))
+    DomainConfig(redis_client, frontier).set_throttle("a.com", DomainThrottle(60, 10))
+    assert frontier.wait_for_work(VIEW, time.monotonic() + 60) is True
+    assert pop_urls(frontier, 5) == ["http://a.com/1", "http://a.com/2"]
+
+
+def test_a_domain_override_can_moderate_one_domain(redis_client: redis.Redis) -> None:
+    clock = ManualClock()
+    frontier = make_frontier(redis_client, clock, QUEUE_HITS=3, QUEUE_WINDOW=10,
+                             QUEUE_MODERATED=False)
+    DomainConfig(redis_client, frontier).set_throttle(
+        "slow.com", DomainThrottle(window_s=10, hits=2, moderated=True))
+    frontier.enqueue_many(many("slow.com", 5) + many("fast.com", 5))
+    assert sorted(url.split("/")[2] for url in pop_urls(frontier, 10)) == \
+        ["fast.com"] * 3 + ["slow.com"]
+    clock.advance(5000)
+    assert pop_urls(frontier, 10) == ["http://slow.com/1"]
+
+
+def test_a_domain_override_can_allow_bursts_under_moderation(redis_client: redis.Redis) -> None:
+    clock = ManualClock()
+    frontier = make_frontier(redis_client, clock, QUEUE_HITS=3, QUEUE_WINDOW=10,
+                             QUEUE_MODERATED=True)
+    DomainConfig(redis_client, frontier).set_throttle(
+        "bursty.com", DomainThrottle(window_s=10, hits=3, moderated=False))
+    frontier.enqueue_many(many("bursty.com", 5) + many("even.com", 5))
+    assert sorted(url.split("/")[2] for url in pop_urls(frontier, 10)) == \
+        ["bursty.com"] * 3 + ["even.com"]
+
+
+def test_domain_throttle_refuses_a_non_boolean_moderated() -> None:
+    with pytest.raises(FrontierError, match="moderated"):
+        DomainThrottle(window_s=10, hits=3, moderated="yes")  # type: ignore[arg-type]
+
+
+def test_domain_throttle_json_round_trip_keeps_moderated() -> None:
+    for moderated in (None, True, False):
+        throttle = DomainThrottle(window_s=2.5, hits=4, scale=0.5, moderated=moderated)
+        assert DomainThrottle.from_json(throttle.to_json()) == throttle
+
+
+def test_async_wait_on_a_short_pop_ends_when_its_domain_may_dispatch(
+        redis_url: str, redis_client: redis.Redis) -> None:
+    """The asyncio frontier follows the same waiting rule (real Redis time, 1 per 0.3 s)."""
+    make_frontier(redis_client).enqueue_many(many("a.com", 3))
+    redis_client.delete(keys.wake_list("link"))
+
+    async def scenario() -> list[tuple[int, bool, int]]:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        frontier = AsyncFrontier.from_settings(
+            settings(QUEUE_HITS=1, QUEUE_WINDOW=0.3, QUEUE_MODERATED=True), client)
+        rounds = []
+        for _ in range(2):
+            first = await frontier.pop(VIEW, 5)
+            short = await frontier.pop(VIEW, 5)
+            woken = await frontier.wait_for_work(VIEW, short)
+            rounds.append((len(first.requests), woken, len(short.requests)))
+        last = await frontier.pop(VIEW, 5)
+        await client.aclose()
+        return [*rounds, (len(last.requests), False, 0)]
+
+    assert asyncio.run(scenario()) == [(1, False, 0), (1, False, 0), (1, False, 0)]
+
+
+def test_a_late_send_moves_a_moderated_slot_to_the_send(redis_client: redis.Redis) -> None:
+    clock = ManualClock()
+    frontier = make_frontier(redis_client, clock, QUEUE_HITS=2, QUEUE_WINDOW=10,
+                             QUEUE_MODERATED=True)
+    frontier.enqueue_many(many("a.com", 3))
+    leased = frontier.pop(VIEW, 5).requests[0]
+    late = LateSend("a.com", leased.dispatched_at_ms, leased.dispatched_at_ms + 300)
+    assert frontier.restamp(VIEW, [late]) == 1
+    assert frontier.pop(VIEW, 5).wait_s == 5.3
+    clock.advance(5299)
+    assert pop_urls(frontier, 5) == []
+    clock.advance(1)
+    assert pop_urls(frontier, 5) == ["http://a.com/1"]
+
+
+def test_a_late_send_moves_its_sliding_window_entry(redis_client: redis.Redis) -> None:
+    clock = ManualClock()
+    frontier = make_frontier(redis_client, clock, QUEUE_HITS=2, QUEUE_WINDOW=10)
+    frontier.enqueue_many(many("a.com", 4))
+    first, second = frontier.pop(VIEW, 5).requests
+    clock.advance(100)
+    assert frontier.restamp(VIEW, [LateSend("a.com", first.dispatched_at_ms,
+                                            first.dispatched_at_ms + 400)]) == 1
+    window = keys.throttle_window("a.com", spiderid="link", ip="10.0.0.1")
+    assert [int(v) for v in redis_client.lrange(window, 0, -1)] == \
+        [second.dispatched_at_ms, first.dispatched_at_ms + 400]
+    clock.advance(9_900)
+    assert pop_urls(frontier, 5) == ["http://a.com/2"]
+    clock.advance(399)
+    assert pop_urls(frontier, 5) == []
+    clock.advance(1)
+    assert pop_urls(frontier, 5) == ["http://a.com/3"]
+
+
+def test_a_late_send_of_an_unthrottled_domain_changes_nothing(redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock(), QUEUE_WINDOW=0)
+    frontier.enqueue_many(many("a.com", 1))
+    leased = frontier.pop(VIEW, 5).requests[0]
+    late = LateSend("a.com", leased.dispatched_at_ms, leased.dispatched_at_ms + 300)
+    assert frontier.restamp(VIEW, [late]) == 0
+    assert frontier.restamp(VIEW, []) == 0
+
+
+def test_a_late_send_never_moves_a_later_moderated_slot_back(redis_client: redis.Redis) -> None:
+    clock = ManualClock()
+    frontier = make_frontier(redis_client, clock, QUEUE_HITS=10, QUEUE_WINDOW=1,
+                             QUEUE_MODERATED=True)
+    frontier.enqueue_many(many("a.com", 3))
+    first = frontier.pop(VIEW, 5).requests[0]
+    clock.advance(100)
+    second = frontier.pop(VIEW, 5).requests[0]
+    late = LateSend("a.com", first.dispatched_at_ms, first.dispatched_at_ms + 50)
+    assert frontier.restamp(VIEW, [late]) == 0
+    assert frontier.pop(VIEW, 5).wait_s == (second.dispatched_at_ms + 100 - clock()) / 1000

@@ -3,9 +3,11 @@
 ``enqueue_request`` sends a request to the frontier (deduplicated per crawl unless
 ``dont_filter``; ONE round trip). ``next_request`` serves from a small local buffer that one
 ``pop(SCHEDULER_BUFFER_SIZE)`` refills (ONE round trip per buffer, none while the frontier said
-nothing is dispatchable yet). A background thread blocks in ``frontier.wait_for_work`` while
-the buffer is empty and wakes the engine when work may have arrived, so an idle crawler picks
-up a new crawl at once instead of at Scrapy's 5 s heartbeat. Leases are acknowledged in
+nothing is dispatchable yet). While the buffer is empty a background thread waits in
+``frontier.wait_for_work`` until the earliest throttled domain may dispatch (the short pop's
+``ready_at_s``) or new work is announced, and then wakes the engine: throttled domains are
+crawled at their configured rate, and an idle crawler picks up a new crawl at once, instead
+of at Scrapy's 5 s heartbeat. Leases are acknowledged in
 batches (see ``leases.py``). The spider never closes when idle. On close (SIGTERM/SIGINT:
 Scrapy first lets in-flight requests finish) finished leases are acknowledged and everything
 still buffered is released back to the queues: nothing is lost.
@@ -30,6 +32,7 @@ from scrapy_cluster.crawler.config import cluster_settings
 from scrapy_cluster.crawler.leases import LeaseBook
 from scrapy_cluster.crawler.meta import LEASE_META_KEY
 from scrapy_cluster.crawler.public_ip import PublicIpRefresher
+from scrapy_cluster.crawler.send_clock import LateSendBook
 from scrapy_cluster.crawler.serialization import request_from_dict, request_to_dict
 from scrapy_cluster.errors import RequestSerializationError
 from scrapy_cluster.redis_conn import RedisConfig
@@ -46,11 +49,11 @@ class DistributedScheduler(BaseScheduler):
 
     def __init__(self, frontier: Any, ip: PublicIpRefresher, *, buffer_size: int,
                  ack_flush_s: float, ip_enabled: bool, reap_interval_s: float = 5.0,
-                 clock: Callable[[], float] = time.monotonic, view_type: Any = None) -> None:
+                 late_send_ms: int = 20, view_type: Any = None) -> None:
         self.frontier, self.ip = frontier, ip
         self.buffer_size, self.ack_flush_s, self.ip_enabled = buffer_size, ack_flush_s, ip_enabled
         self.leases = LeaseBook(frontier, logger=logger)
-        self._clock = clock
+        self.late_sends = LateSendBook(late_send_ms)
         self._view_type = view_type
         self._buffer: deque[Any] = deque()
         self._next_pop_at = 0.0
@@ -74,6 +77,7 @@ class DistributedScheduler(BaseScheduler):
                         ack_flush_s=int(settings["CRAWLER_ACK_FLUSH_MS"]) / 1000,
                         ip_enabled=bool(settings["SCHEDULER_IP_ENABLED"]),
                         reap_interval_s=min(REAP_INTERVAL_S, float(settings["LEASE_TIMEOUT"]) / 2),
+                        late_send_ms=int(settings["THROTTLE_LATE_SEND_MS"]),
                         view_type=DispatchView)
         crawler.signals.connect(scheduler._keep_alive, signal=signals.spider_idle)
         if not settings["SCHEDULER_PERSIST"]:
@@ -90,7 +94,7 @@ class DistributedScheduler(BaseScheduler):
         if self.ip_enabled:
             self.ip.start()
         threading.Thread(target=self._wait_for_work, name="frontier-wait", daemon=True).start()
-        self._ack_loop = task.LoopingCall(self.leases.flush)
+        self._ack_loop = task.LoopingCall(self._flush)
         self._ack_loop.start(self.ack_flush_s, now=False)
         self._reap_loop.start(self.reap_interval_s, now=False)
 
@@ -104,6 +108,7 @@ class DistributedScheduler(BaseScheduler):
         for leased in self._buffer:
             self.leases.hold(leased.lease_id, leased.request)
         self._buffer.clear()
+        self._restamp_late_sends()
         acked = self.leases.flush()
         released = self.leases.release_all()
         logger.info("scheduler closed", extra={"reason": reason, "acked": acked,
@@ -147,6 +152,7 @@ class DistributedScheduler(BaseScheduler):
         except (RequestSerializationError, KeyError, TypeError, ValueError) as exc:
             logger.error("dropping a malformed queued request: %s", exc,
                          extra={"request": repr(leased.request)[:500]})
+            self.late_sends.forget(leased.lease_id)
             self.leases.finish(leased.lease_id)
             return None
 
@@ -155,23 +161,36 @@ class DistributedScheduler(BaseScheduler):
         return self._view_type(self.spider.name, self.ip.current() if self.ip_enabled else None)
 
     def _refill(self) -> None:
-        now = self._clock()
-        if now < self._next_pop_at or self._stopping.is_set():
+        """Pop when the frontier may have work; otherwise let the wait thread wake the engine.
+
+        A pop that returned fewer requests than asked told us when its earliest throttled
+        domain may dispatch (``ready_at_s``): until then (or a wake token) no pop is sent.
+        """
+        now = time.monotonic()  # the frontier's ready_at_s is on this clock
+        if self._stopping.is_set():
+            return
+        if now < self._next_pop_at:
+            self._idle.set()
             return
         try:
             result = self.frontier.pop(self._view(), self.buffer_size)
         except Exception as exc:  # noqa: BLE001 - Redis outage: keep running, retry shortly
             logger.warning("frontier pop failed: %s", exc)
             self._next_pop_at = now + ERROR_BACKOFF_S
+            self._idle.set()
             return
         self._buffer.extend(result.requests)
-        if not result.requests:
-            wait_s = IDLE_RECHECK_S if result.wait_s is None else min(result.wait_s, IDLE_RECHECK_S)
-            self._next_pop_at = now + wait_s
-            self._idle.set()
+        for leased in result.requests:
+            self.late_sends.dispatched(leased, result.received_at_s)
+        if len(result.requests) < self.buffer_size:
+            ready_at = result.ready_at_s
+            self._next_pop_at = now + IDLE_RECHECK_S if ready_at is None else ready_at
+            if not result.requests:
+                self._idle.set()
 
     def _wait_for_work(self) -> None:
-        """Background thread: block on the frontier while idle, then wake the engine."""
+        """Background thread: while the buffer is empty, block until the earliest throttled
+        domain may dispatch or new work is announced, then wake the engine."""
         from twisted.internet import reactor
 
         while not self._stopping.is_set():
@@ -179,7 +198,7 @@ class DistributedScheduler(BaseScheduler):
             if self._stopping.is_set():
                 return
             try:
-                self.frontier.wait_for_work(self._view(), IDLE_RECHECK_S)
+                self.frontier.wait_for_work(self._view(), self._next_pop_at)
             except Exception as exc:  # noqa: BLE001 - Redis outage: try again after a pause
                 logger.warning("waiting for work failed: %s", exc)
                 self._stopping.wait(ERROR_BACKOFF_S)
@@ -193,7 +212,28 @@ class DistributedScheduler(BaseScheduler):
 
     def finish(self, request: Request) -> None:
         """The request is done (nothing to wait for): its lease is acknowledged at the next batch."""
-        self.leases.finish(request.meta.get(LEASE_META_KEY))
+        lease_id = request.meta.get(LEASE_META_KEY)
+        self.late_sends.forget(lease_id)
+        self.leases.finish(lease_id)
+
+    def request_sent(self, request: Request) -> None:
+        """The download handler sends ``request`` now (see ``send_clock``)."""
+        self.late_sends.sent(request.meta.get(LEASE_META_KEY), time.monotonic())
+
+    def _flush(self) -> None:
+        """Every CRAWLER_ACK_FLUSH_MS: late sends (ONE round trip when any), then acks."""
+        self._restamp_late_sends()
+        self.leases.flush()
+
+    def _restamp_late_sends(self) -> None:
+        late = self.late_sends.take()
+        if not late:
+            return
+        try:
+            self.frontier.restamp(self._view(), late)
+        except Exception as exc:  # noqa: BLE001 - Redis outage: the slots stay at dispatch time
+            logger.warning("late sends could not be restamped: %s", exc,
+                           extra={"late_sends": len(late)})
 
     def item_started(self, request: Request) -> None:
         self.leases.item_started(request.meta.get(LEASE_META_KEY))

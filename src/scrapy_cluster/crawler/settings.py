@@ -12,6 +12,11 @@ SPIDER_MODULES = ["scrapy_cluster.crawler.spiders"]
 TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 
 SCHEDULER = "scrapy_cluster.crawler.scheduler.DistributedScheduler"
+# Tells the scheduler when each request really leaves (late sends, see crawler/send_clock.py)
+DOWNLOAD_HANDLERS = {
+    "http": "scrapy_cluster.crawler.send_clock.SendClockedDownloadHandler",
+    "https": "scrapy_cluster.crawler.send_clock.SendClockedDownloadHandler",
+}
 
 # Responsible crawling
 ROBOTSTXT_OBEY = True

@@ -7,6 +7,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from scrapy_cluster.testing.politeness import Limit, max_in_window, span_utilisation
+
+MIN_UTILISATION = 0.5
+"""A domain kept busy must use at least this share of its limit (the demo fails otherwise)."""
+
 
 @dataclass(frozen=True)
 class DomainRate:
@@ -16,6 +21,7 @@ class DomainRate:
     requests: int
     max_in_window: int
     achieved_per_s: float
+    utilisation: float | None = None
 
     @property
     def limit_per_s(self) -> float:
@@ -24,6 +30,15 @@ class DomainRate:
     @property
     def within_limit(self) -> bool:
         return self.max_in_window <= self.limit_hits
+
+    @property
+    def judged_for_use(self) -> bool:
+        """Enough requests (two windows' worth) that the domain had backlog to use its limit."""
+        return self.utilisation is not None and self.requests >= 2 * self.limit_hits
+
+    @property
+    def underused(self) -> bool:
+        return self.judged_for_use and (self.utilisation or 0.0) < MIN_UTILISATION
 
 
 @dataclass
@@ -75,24 +90,21 @@ class DemoReport:
         reasons += [f"{rate.host} exceeded its limit: {rate.max_in_window} requests in "
                     f"{rate.window_s:g}s (limit {rate.limit_hits})"
                     for rate in self.rates if not rate.within_limit]
+        reasons += [f"{rate.host} used {rate.utilisation:.0%} of its limit of "
+                    f"{rate.limit_hits}/{rate.window_s:g}s over {rate.requests} requests "
+                    f"(at least {MIN_UTILISATION:.0%} expected): the throttle woke too late"
+                    for rate in self.rates if rate.underused]
         return reasons
 
 
-def max_in_window(times_s: Sequence[float], window_s: float) -> int:
-    """Most events in any half-open interval of ``window_s`` seconds."""
-    ordered, best, start = sorted(times_s), 0, 0
-    for end, moment in enumerate(ordered):
-        while moment - ordered[start] >= window_s:
-            start += 1
-        best = max(best, end - start + 1)
-    return best
-
-
-def domain_rate(host: str, limit_hits: int, window_s: float, times_s: Sequence[float]) -> DomainRate:
+def domain_rate(host: str, limit_hits: int, window_s: float, times_s: Sequence[float], *,
+                moderated: bool = True) -> DomainRate:
+    """What the site saw of one domain: requests, the busiest window, rate and utilisation."""
     span_s = (max(times_s) - min(times_s)) if len(times_s) > 1 else 0.0
     achieved = (len(times_s) - 1) / span_s if span_s > 0 else 0.0
     return DomainRate(host, limit_hits, window_s, len(times_s), max_in_window(times_s, window_s),
-                      achieved)
+                      achieved, span_utilisation(times_s, Limit(limit_hits, window_s),
+                                                 moderated=moderated))
 
 
 def render_summary(report: DemoReport) -> str:
@@ -102,7 +114,7 @@ def render_summary(report: DemoReport) -> str:
         per_domain[urlsplit(url).hostname or "?"][report.statuses.get(url, 0)] += 1
     lines = ["", "Demo crawl summary", "",
              f"{'domain':<14}{'pages':>6}  {'statuses':<22}{'limit':>14}{'achieved':>12}"
-             f"{'max/window':>12}"]
+             f"{'used':>7}{'max/window':>12}"]
     rates = {rate.host: rate for rate in report.rates}
     for host in sorted(set(per_domain) | set(rates)):
         statuses = per_domain.get(host, Counter())
@@ -110,9 +122,10 @@ def render_summary(report: DemoReport) -> str:
         rate = rates.get(host)
         limit = f"{rate.limit_hits}/{rate.window_s:g}s" if rate else "-"
         achieved = f"{rate.achieved_per_s:.2f}/s" if rate else "-"
+        used = f"{rate.utilisation:.0%}" if rate and rate.utilisation is not None else "-"
         peak = f"{rate.max_in_window}/{rate.limit_hits}" if rate else "-"
         lines.append(f"{host:<14}{sum(statuses.values()):>6}  {status_text:<22}{limit:>14}"
-                     f"{achieved:>12}{peak:>12}")
+                     f"{achieved:>12}{used:>7}{peak:>12}")
     lines += ["", f"pages expected {len(report.expected)}, crawled {len(report.crawled)} "
               f"(duplicates {len(report.duplicates)})",
               f"robots.txt-disallowed pages linked {len(report.disallowed_linked)}, "

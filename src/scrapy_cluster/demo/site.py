@@ -1,16 +1,15 @@
 """The demo's web site: the generated test site plus what a real site has.
 
 Compared with ``testing.site.GeneratedSite``, some graph pages also link to a
-path that robots.txt disallows and to pages that do not exist (404), and one
-host answers slowly. Every request's arrival time is recorded so the demo can
-show each domain's achieved request rate.
+path that robots.txt disallows and to pages that do not exist (404), the seed
+page links to every host's entry page (so each domain has backlog from the
+start), and one host answers slowly. Every request's arrival time is recorded
+so the demo can show each domain's achieved request rate against its limit.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -21,12 +20,14 @@ DISALLOWED_PREFIX = "/private/"
 
 @dataclass(frozen=True)
 class DemoDomain:
-    """One demo host and the throttle the demo configures for it."""
+    """One demo host and the throttle the demo configures for it (``moderated`` None:
+    QUEUE_MODERATED)."""
 
     host: str
     hits: int
     window_s: float
     delay_s: float = 0.0
+    moderated: bool | None = None
 
 
 class DemoSite(GeneratedSite):
@@ -38,6 +39,8 @@ class DemoSite(GeneratedSite):
 
     def _build_graph(self) -> dict[str, list[str]]:
         graph = super()._build_graph()
+        seed = self.url(self.config.hosts[0], "/p/0.html")
+        graph[seed] += [self.url(host, "/p/0.html") for host in self.config.hosts[1:]]
         for host in self.config.hosts:
             graph[self.url(host, "/p/0.html")].append(self.url(host, "/private/secret.html"))
             graph[self.url(host, "/p/0.html")].append(self.url(host, f"/gone/{host}.html"))
@@ -63,27 +66,15 @@ def is_disallowed(url: str) -> bool:
 
 
 class DemoSiteServer(SiteServer):
-    """Serves a ``DemoSite`` and records when each request arrived, per host."""
+    """Serves a ``DemoSite``; the request log (hits, arrivals) is ``SiteServer``'s."""
 
-    def __init__(self, domains: list[DemoDomain], port: int, pages_per_host: int = 8) -> None:
+    def __init__(self, domains: list[DemoDomain], port: int, pages_per_host: int = 60) -> None:
         config = SiteConfig(hosts=tuple(d.host for d in domains), pages_per_host=pages_per_host,
-                            links_per_page=4, cross_host_every=2,
+                            links_per_page=20, cross_host_every=4,
                             page_bytes=2500, seed=11)
         super().__init__(config, port)
         self.site: DemoSite = DemoSite(config, port, {d.host: d.delay_s for d in domains})
-        self.arrivals_s: dict[str, list[float]] = defaultdict(list)
-        self._arrival_lock = threading.Lock()
-
-    def record(self, host: str, path: str) -> None:
-        super().record(host, path)
-        if path != "/robots.txt":
-            with self._arrival_lock:
-                self.arrivals_s[host].append(time.monotonic())
 
     def __enter__(self) -> DemoSiteServer:
         self.start()
         return self
-
-    def arrivals_snapshot(self) -> dict[str, list[float]]:
-        with self._arrival_lock:
-            return {host: list(times) for host, times in self.arrivals_s.items()}

@@ -14,6 +14,7 @@ from scrapy_cluster.frontier.model import (
     DispatchView,
     DomainCount,
     EnqueueResult,
+    LateSend,
     LeasedRequest,
     PopResult,
 )
@@ -21,6 +22,6 @@ from scrapy_cluster.frontier.sync import Frontier
 
 __all__ = [
     "AsyncFrontier", "Clock", "CrawlInfo", "DispatchView", "DomainCount", "EnqueueResult",
-    "Frontier", "LeasedRequest", "PopResult",
+    "Frontier", "LateSend", "LeasedRequest", "PopResult",
 ]
 

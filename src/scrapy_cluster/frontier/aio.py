@@ -6,6 +6,8 @@ the client (``redis.asyncio.Redis``) differs.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,11 +16,17 @@ import redis.asyncio
 
 from scrapy_cluster import keys
 from scrapy_cluster.errors import FrontierError
-from scrapy_cluster.frontier import codec
+from scrapy_cluster.frontier import codec, waiting
 from scrapy_cluster.frontier.calls import FrontierCalls, FrontierPolicy
-from scrapy_cluster.frontier.model import Clock, CrawlInfo, DispatchView, EnqueueResult, PopResult
+from scrapy_cluster.frontier.model import (
+    Clock,
+    CrawlInfo,
+    DispatchView,
+    EnqueueResult,
+    LateSend,
+    PopResult,
+)
 from scrapy_cluster.frontier.scripts import FrontierScripts
-from scrapy_cluster.frontier.sync import WAIT_SLICE_S, _blpop_timeout
 
 
 class AsyncFrontier:
@@ -31,6 +39,7 @@ class AsyncFrontier:
         self.clock = clock
         self.scripts = FrontierScripts(redis_client)
         self._held: set[str] = set()
+        self.redis_timer_slack_s = waiting.DEFAULT_REDIS_TIMER_SLACK_S
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], redis_client: redis.asyncio.Redis,
@@ -58,7 +67,7 @@ class AsyncFrontier:
         if n <= 0:
             raise ValueError("n must be positive")
         reply = await self._run(self.scripts.pop, self.calls.pop(view, n, self._now()))
-        result = self.calls.parse_pop(reply, view.spiderid)
+        result = self.calls.parse_pop(reply, view.spiderid, time.monotonic())
         self._held.update(leased.lease_id for leased in result.requests)
         return result
 
@@ -78,18 +87,30 @@ class AsyncFrontier:
     async def release_held(self) -> int:
         return await self.release(sorted(self._held))
 
+    async def restamp(self, view: DispatchView, late: Sequence[LateSend]) -> int:
+        if not late:
+            return 0
+        return int(await self._run(self.scripts.restamp, self.calls.restamp(view, late)))
+
     async def reap(self, limit: int = 1000) -> int:
         reply = await self._run(self.scripts.reap, self.calls.reap(limit, self._now()))
         return int(reply[0])
 
-    async def wait_for_work(self, view: DispatchView, timeout_s: float | None) -> None:
-        remaining = WAIT_SLICE_S if timeout_s is None else timeout_s
-        while remaining > 0:
-            slice_s = min(remaining, WAIT_SLICE_S)
-            wake = keys.wake_list(view.spiderid)
-            if await self.redis.blpop([wake], timeout=_blpop_timeout(slice_s)):
-                return
-            remaining -= slice_s
+    async def wait_for_work(self, view: DispatchView, until: PopResult | float | None) -> bool:
+        deadline_s = waiting.wait_deadline(until)
+        wake = [keys.wake_list(view.spiderid)]
+        while True:
+            step = waiting.next_step(deadline_s, time.monotonic(), self.redis_timer_slack_s)
+            if not step.blpop_s:
+                await asyncio.sleep(step.sleep_s)
+                return False
+            started_s = time.monotonic()
+            if await self.redis.blpop(wake, timeout=step.blpop_s):
+                return True
+            self.redis_timer_slack_s = waiting.learn_slack(
+                self.redis_timer_slack_s, step.blpop_s, time.monotonic() - started_s)
+            if deadline_s is None:
+                return False
 
     async def crawl_info(self, spiderid: str, appid: str, crawlid: str | None = None) -> CrawlInfo:
         reply = await self._run(self.scripts.info, self.calls.info(spiderid, appid, crawlid))

@@ -16,12 +16,13 @@ import orjson
 
 from scrapy_cluster import keys
 from scrapy_cluster.errors import InvalidRequestError
-from scrapy_cluster.frontier import codec
+from scrapy_cluster.frontier import codec, waiting
 from scrapy_cluster.frontier.model import (
     CrawlInfo,
     DispatchView,
     DomainCount,
     EnqueueResult,
+    LateSend,
     LeasedRequest,
     PopResult,
 )
@@ -49,6 +50,7 @@ class FrontierPolicy:
     recheck_ms: int = 30_000
     lookahead: int = 16
     purge_chunk: int = 5_000
+    send_allowance_ms: int = 100
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> FrontierPolicy:
@@ -65,6 +67,7 @@ class FrontierPolicy:
             lease_timeout_ms=ms("LEASE_TIMEOUT"), dupefilter_ttl_ms=ms("DUPEFILTER_TIMEOUT"),
             recheck_ms=ms("FRONTIER_RECHECK_S"), lookahead=int(settings["FRONTIER_POP_LOOKAHEAD"]),
             purge_chunk=int(settings["FRONTIER_PURGE_CHUNK"]),
+            send_allowance_ms=int(settings["THROTTLE_SEND_ALLOWANCE_MS"]),
         )
 
 
@@ -153,11 +156,12 @@ class FrontierCalls:
         args = [self._throttle_templates(view), spider, self.view_name(view), min(n, MAX_POP),
                 _now_arg(now_ms),
                 policy.lookahead, policy.hits, policy.window_ms, "1" if policy.moderated else "0",
-                policy.lease_timeout_ms, policy.recheck_ms]
+                policy.lease_timeout_ms, policy.recheck_ms, policy.send_allowance_ms]
         return call_keys, args
 
     @staticmethod
-    def parse_pop(reply: Sequence[Any], spiderid: str) -> PopResult:
+    def parse_pop(reply: Sequence[Any], spiderid: str, received_at_s: float = 0.0) -> PopResult:
+        """``received_at_s``: ``time.monotonic()`` when the reply arrived (sets ``ready_at_s``)."""
         now_ms, wait_ms = int(reply[0]), int(reply[1])
         leased = []
         for i in range(2, len(reply), 5):
@@ -168,7 +172,18 @@ class FrontierCalls:
             leased.append(LeasedRequest(request=request, lease_id=lease_id.decode(),
                                         domain=domain.decode(), dispatched_at_ms=now_ms))
         wait_s = None if wait_ms < 0 else wait_ms / 1000.0
-        return PopResult(requests=leased, wait_s=wait_s, now_ms=now_ms)
+        return PopResult(requests=leased, wait_s=wait_s, now_ms=now_ms,
+                         ready_at_s=waiting.deadline_of(wait_s, received_at_s),
+                         received_at_s=received_at_s)
+
+    def restamp(self, view: DispatchView, late: Sequence[LateSend]) -> Call:
+        policy = self.policy
+        args: list[Any] = [self._throttle_templates(view), policy.hits, policy.window_ms,
+                           "1" if policy.moderated else "0", policy.send_allowance_ms]
+        for send in late:
+            args += [send.domain, int(send.dispatched_ms), int(send.sent_ms)]
+        return [keys.domain_throttle_config(),
+                keys.dispatch_ready(view.spiderid, self.view_name(view))], args
 
     # --- leases ----------------------------------------------------------------
     def ack(self, lease_ids: Sequence[str]) -> Call:

@@ -27,11 +27,16 @@ class DomainToucher(Protocol):
 
 @dataclass(frozen=True)
 class DomainThrottle:
-    """``hits`` per ``window_s``, scaled: limit = floor(hits * clamp(scale, 0, 1)); 0 pauses."""
+    """``hits`` per ``window_s``, scaled: limit = floor(hits * clamp(scale, 0, 1)); 0 pauses.
+
+    ``moderated``: space this domain's requests evenly (True) or allow bursts within the
+    sliding window (False); None follows QUEUE_MODERATED.
+    """
 
     window_s: float
     hits: int
     scale: float = 1.0
+    moderated: bool | None = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.hits, int) and self.hits >= 0):
@@ -40,19 +45,23 @@ class DomainThrottle:
             raise FrontierError(f"window must be a non-negative number, got {self.window_s!r}")
         if not math.isfinite(self.scale):
             raise FrontierError(f"scale must be a finite number, got {self.scale!r}")
+        if self.moderated is not None and not isinstance(self.moderated, bool):
+            raise FrontierError(f"moderated must be true, false or absent, got {self.moderated!r}")
 
     @property
     def limit(self) -> int:
         return math.floor(self.hits * min(1.0, max(0.0, self.scale)))
 
     def to_json(self) -> bytes:
-        return orjson.dumps({"window": self.window_s, "hits": self.hits, "scale": self.scale})
+        moderated = {} if self.moderated is None else {"moderated": self.moderated}
+        return orjson.dumps({"window": self.window_s, "hits": self.hits, "scale": self.scale,
+                             **moderated})
 
     @classmethod
     def from_json(cls, raw: bytes | str) -> DomainThrottle:
         data: dict[str, Any] = orjson.loads(raw)
         return cls(window_s=float(data["window"]), hits=int(data["hits"]),
-                   scale=float(data.get("scale", 1.0)))
+                   scale=float(data.get("scale", 1.0)), moderated=data.get("moderated"))
 
 
 class DomainConfig:

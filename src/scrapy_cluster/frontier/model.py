@@ -37,11 +37,29 @@ class LeasedRequest:
 @dataclass(frozen=True)
 class PopResult:
     """``requests`` handed out; ``wait_s``: seconds until the next domain is allowed
-    (0 when more may be due now), None when nothing is queued for the view."""
+    (0 when more may be due now), None when nothing is queued for the view.
+
+    ``ready_at_s`` is that moment on this process's ``time.monotonic()`` clock (None when
+    nothing is queued). To wait for it, pass the whole result to ``wait_for_work``.
+    ``received_at_s``: the ``time.monotonic()`` at which the reply (stamped ``now_ms`` by the
+    frontier) arrived.
+    """
 
     requests: list[LeasedRequest]
     wait_s: float | None
     now_ms: int = 0
+    ready_at_s: float | None = None
+    received_at_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class LateSend:
+    """A request of ``domain`` dispatched at ``dispatched_ms`` but sent at ``sent_ms`` (both on
+    the frontier's clock): its throttle slot should count from the send."""
+
+    domain: str
+    dispatched_ms: int
+    sent_ms: int
 
 
 @dataclass

@@ -22,6 +22,7 @@ FRONTIER_SCRIPTS = {
     "info": "frontier_info.lua",
     "purge": "frontier_purge.lua",
     "touch": "domain_config_touch.lua",
+    "restamp": "frontier_restamp.lua",
 }
 
 
@@ -56,3 +57,4 @@ class FrontierScripts:
     info: Any
     purge: Any
     touch: Any
+    restamp: Any

@@ -3,12 +3,13 @@
 All logic lives in the Lua scripts and in ``calls``; this class adds the
 round trip. Round trips: ``enqueue_many``, ``pop``, ``ack``, ``release``,
 ``reap`` and ``crawl_info`` one each; ``purge`` one per chunk;
-``wait_for_work`` one blocking BLPOP per slice of at most 5 s.
+``wait_for_work`` one blocking BLPOP per slice of at most 5 s (none in its last ~0.1 s,
+which is slept locally to the millisecond; see ``waiting``).
 """
 
 from __future__ import annotations
 
-import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,12 +17,17 @@ import redis
 
 from scrapy_cluster import keys
 from scrapy_cluster.errors import FrontierError
-from scrapy_cluster.frontier import codec
+from scrapy_cluster.frontier import codec, waiting
 from scrapy_cluster.frontier.calls import FrontierCalls, FrontierPolicy
-from scrapy_cluster.frontier.model import Clock, CrawlInfo, DispatchView, EnqueueResult, PopResult
+from scrapy_cluster.frontier.model import (
+    Clock,
+    CrawlInfo,
+    DispatchView,
+    EnqueueResult,
+    LateSend,
+    PopResult,
+)
 from scrapy_cluster.frontier.scripts import FrontierScripts
-
-WAIT_SLICE_S = 5.0
 
 
 class Frontier:
@@ -38,6 +44,7 @@ class Frontier:
         self.clock = clock
         self.scripts = FrontierScripts(redis_client)
         self._held: set[str] = set()
+        self.redis_timer_slack_s = waiting.DEFAULT_REDIS_TIMER_SLACK_S
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], redis_client: redis.Redis,
@@ -67,7 +74,7 @@ class Frontier:
         if n <= 0:
             raise ValueError("n must be positive")
         reply = self._run(self.scripts.pop, self.calls.pop(view, n, self._now()))
-        result = self.calls.parse_pop(reply, view.spiderid)
+        result = self.calls.parse_pop(reply, view.spiderid, time.monotonic())
         self._held.update(leased.lease_id for leased in result.requests)
         return result
 
@@ -90,23 +97,41 @@ class Frontier:
         """Graceful shutdown: give back every lease this object handed out and still holds."""
         return self.release(sorted(self._held))
 
+    def restamp(self, view: DispatchView, late: Sequence[LateSend]) -> int:
+        """Count the throttle slots of requests sent late from their send (``LateSend``);
+        returns how many slots moved. One round trip for any number."""
+        if not late:
+            return 0
+        return int(self._run(self.scripts.restamp, self.calls.restamp(view, late)))
+
     def reap(self, limit: int = 1000) -> int:
         """Requeue up to ``limit`` expired leases (their crawler died). One round trip."""
         reply = self._run(self.scripts.reap, self.calls.reap(limit, self._now()))
         return int(reply[0])
 
-    def wait_for_work(self, view: DispatchView, timeout_s: float | None) -> None:
-        """Block until an enqueue or release may have made work dispatchable, or ``timeout_s``.
+    def wait_for_work(self, view: DispatchView, until: PopResult | float | None) -> bool:
+        """Block until work may be dispatchable for ``view``; True when woken by a wake token.
 
-        Pass ``PopResult.wait_s``; None waits up to one slice (5 s). No polling:
-        enqueues push a token on ``<spiderid>:wake`` that waiters BLPOP.
+        ``until``: the ``PopResult`` of the pop that came back short (the wait ends when its
+        earliest throttled domain may dispatch), a ``time.monotonic()`` deadline, or None
+        (nothing queued: one 5 s slice, then pop again). Any enqueue, release or domain
+        config change ends the wait early (a token on ``<spiderid>:wake``, BLPOPed; no
+        polling). Ends within about a millisecond of the deadline: see ``waiting``.
         """
-        remaining = WAIT_SLICE_S if timeout_s is None else timeout_s
-        while remaining > 0:
-            slice_s = min(remaining, WAIT_SLICE_S)
-            if self.redis.blpop([keys.wake_list(view.spiderid)], timeout=_blpop_timeout(slice_s)):
-                return
-            remaining -= slice_s
+        deadline_s = waiting.wait_deadline(until)
+        wake = [keys.wake_list(view.spiderid)]
+        while True:
+            step = waiting.next_step(deadline_s, time.monotonic(), self.redis_timer_slack_s)
+            if not step.blpop_s:
+                time.sleep(step.sleep_s)
+                return False
+            started_s = time.monotonic()
+            if self.redis.blpop(wake, timeout=step.blpop_s):
+                return True
+            self.redis_timer_slack_s = waiting.learn_slack(
+                self.redis_timer_slack_s, step.blpop_s, time.monotonic() - started_s)
+            if deadline_s is None:
+                return False
 
     def crawl_info(self, spiderid: str, appid: str, crawlid: str | None = None) -> CrawlInfo:
         """Counts per domain and priority from the crawl indexes. One round trip."""
@@ -137,7 +162,3 @@ class Frontier:
     def fingerprint(self, request: dict[str, Any]) -> bytes:
         return codec.fingerprint(request)
 
-
-def _blpop_timeout(seconds: float) -> float:
-    """BLPOP's timeout, never 0 (which would block forever)."""
-    return max(0.001, math.ceil(seconds * 1000) / 1000)

@@ -173,3 +173,59 @@ local function requeue_lease(leases, lease_items, id, delta, now, view_timeout_m
   wake(spider, 1)
   return 1
 end
+
+-- Throttle of a domain: limit, window ms (send allowance included; 0 = unthrottled) and
+-- whether it is moderated. The domain's override in the config HASH (JSON window, hits,
+-- scale, moderated) wins over defaults {hits, window_ms, moderated, allowance_ms}.
+-- Cached per script call.
+local throttle_cache = {}
+local function domain_throttle(config_key, domain, defaults)
+  local cached = throttle_cache[domain]
+  if cached then return cached[1], cached[2], cached[3] end
+  local hits, window_ms, scale = defaults.hits, defaults.window_ms, 1
+  local moderated = defaults.moderated
+  local raw = redis.call('HGET', config_key, domain)
+  if raw then
+    local ok, config = pcall(cjson.decode, raw)
+    if ok and type(config) == 'table' then
+      hits = tonumber(config.hits) or hits
+      window_ms = (tonumber(config.window) or window_ms / 1000) * 1000
+      scale = tonumber(config.scale) or 1
+      if type(config.moderated) == 'boolean' then moderated = config.moderated end
+    end
+  end
+  local limit = math.floor(hits * math.max(0, math.min(1, scale)))
+  if window_ms > 0 then window_ms = window_ms + defaults.allowance_ms end
+  throttle_cache[domain] = {limit, window_ms, moderated}
+  return limit, window_ms, moderated
+end
+
+-- When the domain may dispatch next. Moderated: window/limit after the last dispatch
+-- (throttle_time). Otherwise an exact sliding window: a full window after the limit-th most
+-- recent dispatch (throttle_window LIST, oldest first).
+local function next_allowed(window_key, time_key, limit, window_ms, moderated, now)
+  if window_ms <= 0 then return now end
+  if moderated then
+    local last = redis.call('GET', time_key)
+    if not last then return now end
+    return tonumber(last) + window_ms / limit
+  end
+  local kth = redis.call('LINDEX', window_key, -limit)
+  if not kth then return now end
+  return tonumber(kth) + window_ms
+end
+
+local function throttle_ttl_ms(window_ms)
+  return math.floor(2 * window_ms) + 60000
+end
+
+local function record_dispatch(window_key, time_key, limit, window_ms, moderated, now)
+  if window_ms <= 0 then return end
+  if moderated then
+    redis.call('SET', time_key, now, 'PX', throttle_ttl_ms(window_ms))
+    return
+  end
+  redis.call('RPUSH', window_key, now)
+  redis.call('LTRIM', window_key, -limit, -1)
+  redis.call('PEXPIRE', window_key, throttle_ttl_ms(window_ms))
+end

@@ -10,8 +10,11 @@
 -- ARGV[4]  n (at most 1000)    ARGV[5]  now ms, or '' for Redis server time
 -- ARGV[6]  lookahead: stale ready entries a pop may correct beyond n
 -- ARGV[7]  default hits      ARGV[8]  default window ms (0 = unthrottled)
--- ARGV[9]  '1' moderated     ARGV[10] lease timeout ms
+-- ARGV[9]  '1' moderated (default; a domain override may say otherwise)
+-- ARGV[10] lease timeout ms
 -- ARGV[11] recheck ms for paused or blacklisted domains
+-- ARGV[12] send allowance ms, added to every window (a request may reach the site a little
+--          after its dispatch; the window is counted from the dispatch)
 -- Returns {now_ms, wait_ms (-1 nothing queued), then 5 per request: lease id, domain, priority, crawlid, item}.
 -- Work per call is bounded by n + lookahead ready entries, whatever the number of domains.
 
@@ -20,6 +23,7 @@ local spider, view, n = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local now = now_ms(ARGV[5])
 local lookahead, default_hits, default_window_ms = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local moderated, lease_ms, recheck_ms = ARGV[9] == '1', tonumber(ARGV[10]), tonumber(ARGV[11])
+local allowance_ms = tonumber(ARGV[12])
 
 if not redis.call('ZSCORE', views, view) then
   -- a new (or pruned) view starts with every non-empty domain due; pops correct it lazily
@@ -28,48 +32,8 @@ if not redis.call('ZSCORE', views, view) then
 end
 redis.call('ZADD', views, now, view)
 
-local throttles = {}
-local function throttle_for(domain)
-  local cached = throttles[domain]
-  if cached then return cached[1], cached[2] end
-  local hits, window_ms, scale = default_hits, default_window_ms, 1
-  local raw = redis.call('HGET', KEYS[4], domain)
-  if raw then
-    local ok, config = pcall(cjson.decode, raw)
-    if ok and type(config) == 'table' then
-      hits = tonumber(config.hits) or hits
-      window_ms = (tonumber(config.window) or window_ms / 1000) * 1000
-      scale = tonumber(config.scale) or 1
-    end
-  end
-  local limit = math.floor(hits * math.max(0, math.min(1, scale)))
-  throttles[domain] = {limit, window_ms}
-  return limit, window_ms
-end
-
-local function next_allowed(window_key, time_key, limit, window_ms)
-  if window_ms <= 0 then return now end
-  if moderated then
-    local last = redis.call('GET', time_key)
-    if not last then return now end
-    return tonumber(last) + window_ms / limit
-  end
-  local kth = redis.call('LINDEX', window_key, -limit)
-  if not kth then return now end
-  return tonumber(kth) + window_ms
-end
-
-local function record_dispatch(window_key, time_key, limit, window_ms)
-  if window_ms <= 0 then return end
-  local ttl_ms = math.floor(2 * window_ms) + 60000
-  if moderated then
-    redis.call('SET', time_key, now, 'PX', ttl_ms)
-    return
-  end
-  redis.call('RPUSH', window_key, now)
-  redis.call('LTRIM', window_key, -limit, -1)
-  redis.call('PEXPIRE', window_key, ttl_ms)
-end
+local defaults = {hits = default_hits, window_ms = default_window_ms, moderated = moderated,
+                  allowance_ms = allowance_ms}
 
 -- Pops the head of the top sub-queue. Returns the item and the index's new top
 -- member (worked out from the two leading members read before, no extra read).
@@ -110,22 +74,23 @@ local function try_dispatch(domain)
   local top = head[1]
   if not top then return reschedule(domain, nil, now) end
   local priority, crawl = parse_member(top)
-  local limit, window_ms = throttle_for(domain)
+  local limit, window_ms, domain_moderated = domain_throttle(KEYS[4], domain, defaults)
   if limit <= 0 or redis.call('SISMEMBER', KEYS[5], domain) == 1 then
     redis.call('ZADD', ready, ready_score(now + recheck_ms, priority), domain)
     return nil
   end
   local window_key = fill(TEMPLATES.throttle_window, '\2', domain)
   local time_key = fill(TEMPLATES.throttle_time, '\2', domain)
-  local allowed = next_allowed(window_key, time_key, limit, window_ms)
+  local allowed = next_allowed(window_key, time_key, limit, window_ms, domain_moderated, now)
   if allowed > now then
     redis.call('ZADD', ready, ready_score(math.ceil(allowed), priority), domain)
     return nil
   end
   local item, new_top = take_item(domain, index, head, priority, crawl)
   if not item then return nil end
-  record_dispatch(window_key, time_key, limit, window_ms)
-  reschedule(domain, new_top, math.ceil(next_allowed(window_key, time_key, limit, window_ms)))
+  record_dispatch(window_key, time_key, limit, window_ms, domain_moderated, now)
+  reschedule(domain, new_top,
+             math.ceil(next_allowed(window_key, time_key, limit, window_ms, domain_moderated, now)))
   return {domain, priority, crawl, item}
 end
 

@@ -255,6 +255,15 @@ _declare("Throttle", "QUEUE_WINDOW", 60,
          "Default throttle window in seconds; 0 disables throttling.", (CR, KM))
 _declare("Throttle", "QUEUE_MODERATED", True,
          "Space requests evenly (one per window/hits) instead of allowing bursts.", (CR, KM))
+_declare("Throttle", "THROTTLE_SEND_ALLOWANCE_MS", 100,
+         "Milliseconds added to every throttle window, so a request that reaches the site a "
+         "little after its dispatch (the crawler's event loop, up to ~50 ms measured under "
+         "load) still falls inside its window at the site; costs allowance/window of the "
+         "allowed rate (0.2 % of a 60 s window, 5 % of a 2 s one).", (CR, KM))
+_declare("Throttle", "THROTTLE_LATE_SEND_MS", 20,
+         "A request handed to the downloader this many ms or more after its dispatch (robots.txt "
+         "lookup, per-domain concurrency, a busy crawler) has its throttle slot moved to that "
+         "moment (batched: one script call per CRAWLER_ACK_FLUSH_MS at most).", (CR,))
 
 # --- Crawler ------------------------------------------------------------
 _declare("Crawler", "CRAWLER_ALLOW_PRIVATE_NETWORKS", False,

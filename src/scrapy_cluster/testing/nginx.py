@@ -44,9 +44,10 @@ class NginxSite:
     """nginx serving ``site`` as static files (see module docstring)."""
 
     def __init__(self, site: GeneratedSite, workdir: Path, *, binary: str, status_port: int,
-                 workers: int = 1) -> None:
+                 workers: int = 1, access_log: Path | None = None) -> None:
         self.site, self.workdir, self.binary = site, workdir, binary
         self.status_port, self.workers = status_port, workers
+        self.access_log = access_log
         self.process: subprocess.Popen[bytes] | None = None
         self._status_reads = 0
 
@@ -62,13 +63,32 @@ class NginxSite:
             f"{user}worker_processes {self.workers};\ndaemon off;\n"
             f"pid {self.workdir / 'nginx.pid'};\nerror_log {self.workdir / 'error.log'} warn;\n"
             "events { worker_connections 4096; }\n"
-            "http {\n  access_log off;\n  sendfile on;\n  keepalive_requests 1000000;\n"
+            f"http {{\n{self._access_log_text()}  sendfile on;\n  keepalive_requests 1000000;\n"
             "  types { text/html html; text/plain txt; }\n"
             "  default_type application/octet-stream;\n"
             "  charset utf-8;\n  charset_types text/html text/plain;\n"
             f"{temp_paths}{servers}"
             f"  server {{ listen {STATUS_HOST}:{self.status_port}; "
             "location / { stub_status; } }\n}\n")
+
+    def _access_log_text(self) -> str:
+        if self.access_log is None:
+            return "  access_log off;\n"
+        return ("  log_format arrivals '$msec $request_time $server_addr $request_uri';\n"
+                f"  access_log {self.access_log} arrivals buffer=256k flush=1s;\n")
+
+    def arrivals(self) -> dict[str, list[float]]:
+        """With ``access_log``: arrival times (epoch s, ms precision) of every request per
+        host, robots.txt excepted: the log's time (the answer's end) minus the request time.
+        nginx writes the log at least once a second."""
+        found: dict[str, list[float]] = {}
+        if self.access_log is None or not self.access_log.exists():
+            return found
+        for line in self.access_log.read_text().splitlines():
+            finished, took, host, path = line.split(" ", 3)
+            if path != "/robots.txt":
+                found.setdefault(host, []).append(float(finished) - float(took))
+        return found
 
     def start(self, timeout_s: float = 10.0) -> NginxSite:
         self.site.write_static(self.workdir / "www")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -197,6 +197,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _HostServer(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default listen backlog (5) drops the SYNs of a burst of new connections;
+    # the client retries after 1 s and the site log shows requests that were sent long before.
+    request_queue_size = 128
 
     def __init__(self, host: str, port: int, owner: SiteServer) -> None:
         self.host, self.owner = host, owner
@@ -204,21 +207,34 @@ class _HostServer(ThreadingHTTPServer):
 
 
 class SiteServer:
-    """Serves a ``GeneratedSite`` on every configured host, one thread per host; counts hits."""
+    """Serves a ``GeneratedSite`` on every configured host, one thread per host.
+
+    Keeps the site's own request log: hits per URL, and the arrival time
+    (``time.monotonic()``) of every request per host, robots.txt excepted.
+    """
 
     def __init__(self, config: SiteConfig, port: int) -> None:
         self.site = GeneratedSite(config, port)
         self.hits: Counter[str] = Counter()
+        self.arrivals_s: dict[str, list[float]] = defaultdict(list)
         self._lock = threading.Lock()
         self._servers: list[_HostServer] = []
 
     def record(self, host: str, path: str) -> None:
+        arrived_s = time.monotonic()
         with self._lock:
             self.hits[self.site.url(host, path)] += 1
+            if path != "/robots.txt":
+                self.arrivals_s[host].append(arrived_s)
 
     def hits_snapshot(self) -> Counter[str]:
         with self._lock:
             return Counter(self.hits)
+
+    def arrivals_snapshot(self) -> dict[str, list[float]]:
+        """Arrival times per host so far (robots.txt not included)."""
+        with self._lock:
+            return {host: list(times) for host, times in self.arrivals_s.items()}
 
     def start(self) -> SiteServer:
         for host in self.site.config.hosts:

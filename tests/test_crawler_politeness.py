@@ -1,0 +1,135 @@
+"""Throttled domains are crawled at their configured rate, judged by the site's own request log.
+
+Real redis-server, real crawler processes, the generated site on three loopback hosts. Each
+host gets a different limit and throttle mode; every host has far more pages than a phase can
+fetch, so each domain always has backlog. A phase feeds one seed per host, lets the crawlers
+run for ``PHASE_S`` seconds from the first request, then stops them and purges the crawl.
+
+Phase 1: one crawler, throttle per spider type. Phase 2: three crawlers sharing the throttle
+per public IP (SCHEDULER_IP_ENABLED). Each phase fails if a host ever saw more requests in
+one window than its limit, or if a host's rate over the phase (first window skipped) was below
+half its limit; a crawler that waited for Scrapy's 5 s heartbeat reached about a tenth.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
+from scrapy_cluster.testing.politeness import Limit, max_in_window, utilisation
+from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from tests.support.services import free_port
+from tests.test_crawler_cluster import Cluster, _start
+
+pytestmark = pytest.mark.integration
+
+PHASE_S = 8.0
+MIN_UTILISATION = 0.5
+
+
+@dataclass(frozen=True)
+class Host:
+    address: str
+    limit: Limit
+    moderated: bool
+
+
+HOSTS = (Host("127.0.0.41", Limit(5, 2.0), moderated=True),
+         Host("127.0.0.42", Limit(4, 1.0), moderated=True),
+         Host("127.0.0.43", Limit(10, 2.0), moderated=False))
+THROTTLED_ENV = {"QUEUE_WINDOW": "60", "QUEUE_HITS": "10", "QUEUE_MODERATED": "true"}
+PER_IP_ENV = {"SCHEDULER_IP_ENABLED": "true", "PUBLIC_IP": "127.0.0.1", "PUBLIC_IP_URL": ""}
+
+
+@pytest.fixture(scope="module")
+def throttled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    tmp = tmp_path_factory.mktemp("politeness")
+    site_config = SiteConfig(hosts=tuple(host.address for host in HOSTS), pages_per_host=400,
+                             links_per_page=10, cross_host_every=1000, page_bytes=800)
+    server, site = _start(tmp, site_config)
+    cluster = Cluster(tmp, server, site)
+    config = DomainConfig(cluster.client, cluster.frontier)
+    for host in HOSTS:
+        config.set_throttle(host.address, DomainThrottle(
+            window_s=host.limit.window_s, hits=host.limit.hits, moderated=host.moderated))
+    try:
+        yield cluster
+    finally:
+        for process in cluster.processes:
+            cluster.stop(process)
+        site.stop()
+        server.stop()
+
+
+def run_phase(cluster: Cluster, crawlers: int, env: dict[str, str]) -> dict[str, list[float]]:
+    """Crawl every host with ``crawlers`` processes; the site's arrivals during the phase."""
+    processes = [cluster.start_crawler("link", **THROTTLED_ENV, **env) for _ in range(crawlers)]
+    crawlid, started_s = uuid.uuid4().hex, time.monotonic()
+    seeds = [{"url": cluster.site.site.url(host.address, "/p/0.html"), "appid": "polite",
+              "crawlid": crawlid, "spiderid": "link", "maxdepth": 50} for host in HOSTS]
+    assert cluster.frontier.enqueue_many(seeds, dedupe=True).queued == len(HOSTS)
+    first_s = _first_arrival(cluster.site, started_s)
+    time.sleep(max(0.0, first_s + PHASE_S - time.monotonic()))
+    stopped_s = time.monotonic()
+    for process in processes:
+        cluster.stop(process)
+    cluster.frontier.purge("link", "polite", crawlid)
+    return {host: [t for t in times if started_s <= t < stopped_s]
+            for host, times in cluster.site.arrivals_snapshot().items()}
+
+
+def _first_arrival(site: SiteServer, after_s: float) -> float:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        seen = [t for times in site.arrivals_snapshot().values() for t in times if t >= after_s]
+        if seen:
+            return min(seen)
+        time.sleep(0.05)
+    raise AssertionError("no page was requested within 30 s of feeding the seeds")
+
+
+def judge(arrivals: dict[str, list[float]]) -> dict[str, tuple[int, float]]:
+    """Per host: (most requests in one window, utilisation after the first window)."""
+    verdict = {}
+    for host in HOSTS:
+        times = sorted(arrivals.get(host.address, []))
+        assert len(times) >= 2, f"{host.address} got {len(times)} request(s)"
+        end_s = times[0] + PHASE_S
+        verdict[host.address] = (
+            max_in_window(times, host.limit.window_s),
+            utilisation(times, host.limit, times[0] + host.limit.window_s, end_s))
+    return verdict
+
+
+def assert_polite_and_busy(verdict: dict[str, tuple[int, float]]) -> None:
+    for host in HOSTS:
+        peak, used = verdict[host.address]
+        assert peak <= host.limit.hits, (host, verdict)
+        assert used >= MIN_UTILISATION, (host, verdict)
+
+
+def test_one_crawler_uses_each_domain_limit_and_never_exceeds_it(throttled: Cluster) -> None:
+    assert_polite_and_busy(judge(run_phase(throttled, 1, {"SCHEDULER_IP_ENABLED": "false"})))
+
+
+def test_three_crawlers_share_each_limit_per_ip_and_use_it(throttled: Cluster) -> None:
+    assert_polite_and_busy(judge(run_phase(throttled, 3, PER_IP_ENV)))
+
+
+def test_site_log_records_arrivals_per_host_without_robots(tmp_path: Path) -> None:
+    import urllib.request
+
+    config = SiteConfig(hosts=("127.0.0.44",), pages_per_host=2)
+    with SiteServer(config, free_port()) as site:
+        for path in ("/robots.txt", "/p/0.html", "/p/1.html"):
+            with urllib.request.urlopen(site.site.url("127.0.0.44", path), timeout=5) as answer:
+                answer.read()
+        arrivals = site.arrivals_snapshot()
+    assert list(arrivals) == ["127.0.0.44"] and len(arrivals["127.0.0.44"]) == 2
+    assert arrivals["127.0.0.44"][0] <= arrivals["127.0.0.44"][1]
