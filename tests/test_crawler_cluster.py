@@ -11,6 +11,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -118,20 +119,28 @@ def _start(tmp: Path, site_config: SiteConfig) -> tuple[RedisServer, SiteServer]
     return server, SiteServer(site_config, free_port()).start()
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    tmp = tmp_path_factory.mktemp("crawler-cluster")
-    server, site = _start(tmp, SiteConfig(huge_page_bytes=HUGE_PAGE_BYTES, slow_page_s=0.2))
+@contextmanager
+def running_cluster(tmp: Path, site_config: SiteConfig) -> Iterator[Cluster]:
+    """A redis-server and the site for ``Cluster``; stops its crawlers, site and server."""
+    server, site = _start(tmp, site_config)
     cluster = Cluster(tmp, server, site)
     try:
-        for spider in ("link", "wandering", "scrapy_cluster.testing.spiders:HandoffSpider"):
-            cluster.start_crawler(spider)
         yield cluster
     finally:
         for process in cluster.processes:
             cluster.stop(process)
         site.stop()
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    tmp = tmp_path_factory.mktemp("crawler-cluster")
+    with running_cluster(tmp, SiteConfig(huge_page_bytes=HUGE_PAGE_BYTES,
+                                         slow_page_s=0.2)) as cluster:
+        for spider in ("link", "wandering", "scrapy_cluster.testing.spiders:HandoffSpider"):
+            cluster.start_crawler(spider)
+        yield cluster
 
 
 def _urls(items: list[dict]) -> Counter[str]:

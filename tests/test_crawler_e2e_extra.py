@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from scrapy_cluster.testing.site import SiteConfig
-from tests.test_crawler_cluster import Cluster, _start
+from tests.test_crawler_cluster import Cluster, running_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -17,17 +17,10 @@ pytestmark = pytest.mark.integration
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """``link`` may fetch loopback pages; ``wandering`` runs with the SSRF guard on."""
     tmp = tmp_path_factory.mktemp("crawler-e2e-extra")
-    server, site = _start(tmp, SiteConfig())
-    cluster = Cluster(tmp, server, site)
-    try:
+    with running_cluster(tmp, SiteConfig()) as cluster:
         cluster.start_crawler("link")
         cluster.start_crawler("wandering", CRAWLER_ALLOW_PRIVATE_NETWORKS="false")
         yield cluster
-    finally:
-        for process in cluster.processes:
-            cluster.stop(process)
-        site.stop()
-        server.stop()
 
 
 def _graph_hits(cluster: Cluster, host: str) -> dict[str, int]:

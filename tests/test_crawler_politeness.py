@@ -25,7 +25,7 @@ from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
 from scrapy_cluster.testing.politeness import Limit, max_in_window, utilisation
 from scrapy_cluster.testing.site import SiteConfig, SiteServer
 from tests.support.services import free_port
-from tests.test_crawler_cluster import Cluster, _start
+from tests.test_crawler_cluster import Cluster, running_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -52,19 +52,12 @@ def throttled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("politeness")
     site_config = SiteConfig(hosts=tuple(host.address for host in HOSTS), pages_per_host=400,
                              links_per_page=10, cross_host_every=1000, page_bytes=800)
-    server, site = _start(tmp, site_config)
-    cluster = Cluster(tmp, server, site)
-    config = DomainConfig(cluster.client, cluster.frontier)
-    for host in HOSTS:
-        config.set_throttle(host.address, DomainThrottle(
-            window_s=host.limit.window_s, hits=host.limit.hits, moderated=host.moderated))
-    try:
+    with running_cluster(tmp, site_config) as cluster:
+        config = DomainConfig(cluster.client, cluster.frontier)
+        for host in HOSTS:
+            config.set_throttle(host.address, DomainThrottle(
+                window_s=host.limit.window_s, hits=host.limit.hits, moderated=host.moderated))
         yield cluster
-    finally:
-        for process in cluster.processes:
-            cluster.stop(process)
-        site.stop()
-        server.stop()
 
 
 def run_phase(cluster: Cluster, crawlers: int, env: dict[str, str]) -> dict[str, list[float]]:

@@ -50,3 +50,10 @@ def test_a_lease_finished_unsent_is_forgotten() -> None:
     book.forget(None)
     assert len(book) == 1
     assert book.sent("1", now_s=60.0) is None
+
+
+def test_a_send_later_than_the_urgent_limit_is_urgent() -> None:
+    book = LateSendBook(late_ms=20, urgent_ms=100)
+    assert not book.is_urgent(LateSend("a.com", 1_000, 1_099))
+    assert book.is_urgent(LateSend("a.com", 1_000, 1_100))
+    assert LateSendBook(late_ms=20).urgent_ms == 20

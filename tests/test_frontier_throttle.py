@@ -250,28 +250,22 @@ def test_a_domain_config_change_wakes_waiting_crawlers(redis_client: redis.Redis
     assert pop_urls(frontier, 5) == ["http://a.com/1", "http://a.com/2"]
 
 
-def test_a_domain_override_can_moderate_one_domain(redis_client: redis.Redis) -> None:
+@pytest.mark.parametrize(("default_moderated", "override_moderated", "first_pops"), [
+    (False, True, ["even.com", "other.com", "other.com", "other.com"]),
+    (True, False, ["even.com", "even.com", "even.com", "other.com"]),
+])
+def test_a_domain_override_chooses_its_own_throttle_style(
+        redis_client: redis.Redis, default_moderated: bool, override_moderated: bool,
+        first_pops: list[str]) -> None:
+    """3 per 10 s everywhere; ``even.com`` overrides the style: moderated gives it one request
+    now and the next 3.33 s later, burst gives it all three at once."""
     clock = ManualClock()
     frontier = make_frontier(redis_client, clock, QUEUE_HITS=3, QUEUE_WINDOW=10,
-                             QUEUE_MODERATED=False)
+                             QUEUE_MODERATED=default_moderated)
     DomainConfig(redis_client, frontier).set_throttle(
-        "slow.com", DomainThrottle(window_s=10, hits=2, moderated=True))
-    frontier.enqueue_many(many("slow.com", 5) + many("fast.com", 5))
-    assert sorted(url.split("/")[2] for url in pop_urls(frontier, 10)) == \
-        ["fast.com"] * 3 + ["slow.com"]
-    clock.advance(5000)
-    assert pop_urls(frontier, 10) == ["http://slow.com/1"]
-
-
-def test_a_domain_override_can_allow_bursts_under_moderation(redis_client: redis.Redis) -> None:
-    clock = ManualClock()
-    frontier = make_frontier(redis_client, clock, QUEUE_HITS=3, QUEUE_WINDOW=10,
-                             QUEUE_MODERATED=True)
-    DomainConfig(redis_client, frontier).set_throttle(
-        "bursty.com", DomainThrottle(window_s=10, hits=3, moderated=False))
-    frontier.enqueue_many(many("bursty.com", 5) + many("even.com", 5))
-    assert sorted(url.split("/")[2] for url in pop_urls(frontier, 10)) == \
-        ["bursty.com"] * 3 + ["even.com"]
+        "even.com", DomainThrottle(window_s=10, hits=3, moderated=override_moderated))
+    frontier.enqueue_many(many("even.com", 5) + many("other.com", 5))
+    assert sorted(url.split("/")[2] for url in pop_urls(frontier, 10)) == first_pops
 
 
 def test_domain_throttle_refuses_a_non_boolean_moderated() -> None:

@@ -26,6 +26,7 @@ from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
+from scrapy.utils.asyncio import call_later
 from twisted.internet import task
 
 from scrapy_cluster.crawler.config import cluster_settings
@@ -49,11 +50,13 @@ class DistributedScheduler(BaseScheduler):
 
     def __init__(self, frontier: Any, ip: PublicIpRefresher, *, buffer_size: int,
                  ack_flush_s: float, ip_enabled: bool, reap_interval_s: float = 5.0,
-                 late_send_ms: int = 20, view_type: Any = None) -> None:
+                 late_send_ms: int = 20, urgent_late_send_ms: int = 100,
+                 view_type: Any = None) -> None:
         self.frontier, self.ip = frontier, ip
         self.buffer_size, self.ack_flush_s, self.ip_enabled = buffer_size, ack_flush_s, ip_enabled
         self.leases = LeaseBook(frontier, logger=logger)
-        self.late_sends = LateSendBook(late_send_ms)
+        self.late_sends = LateSendBook(late_send_ms, urgent_late_send_ms)
+        self._restamp_scheduled = False
         self._view_type = view_type
         self._buffer: deque[Any] = deque()
         self._next_pop_at = 0.0
@@ -78,6 +81,7 @@ class DistributedScheduler(BaseScheduler):
                         ip_enabled=bool(settings["SCHEDULER_IP_ENABLED"]),
                         reap_interval_s=min(REAP_INTERVAL_S, float(settings["LEASE_TIMEOUT"]) / 2),
                         late_send_ms=int(settings["THROTTLE_LATE_SEND_MS"]),
+                        urgent_late_send_ms=int(settings["THROTTLE_SEND_ALLOWANCE_MS"]),
                         view_type=DispatchView)
         crawler.signals.connect(scheduler._keep_alive, signal=signals.spider_idle)
         if not settings["SCHEDULER_PERSIST"]:
@@ -217,8 +221,12 @@ class DistributedScheduler(BaseScheduler):
         self.leases.finish(lease_id)
 
     def request_sent(self, request: Request) -> None:
-        """The download handler sends ``request`` now (see ``send_clock``)."""
-        self.late_sends.sent(request.meta.get(LEASE_META_KEY), time.monotonic())
+        """The download handler sends ``request`` now (see ``send_clock``). A very late send
+        is restamped in the next event-loop turn (ONE round trip), others with the ack batch."""
+        late = self.late_sends.sent(request.meta.get(LEASE_META_KEY), time.monotonic())
+        if late is not None and self.late_sends.is_urgent(late) and not self._restamp_scheduled:
+            self._restamp_scheduled = True
+            call_later(0, self._restamp_late_sends)
 
     def _flush(self) -> None:
         """Every CRAWLER_ACK_FLUSH_MS: late sends (ONE round trip when any), then acks."""
@@ -226,6 +234,7 @@ class DistributedScheduler(BaseScheduler):
         self.leases.flush()
 
     def _restamp_late_sends(self) -> None:
+        self._restamp_scheduled = False
         late = self.late_sends.take()
         if not late:
             return

@@ -4,22 +4,28 @@ The frontier records a throttle slot when it hands a request out (the pop) and e
 is THROTTLE_SEND_ALLOWANCE_MS longer than configured, so a request that leaves a few ms after
 its dispatch still falls inside its window at the site. Some requests wait longer: the first
 request of a host in a process waits for robots.txt, part of a burst waits for Scrapy's
-per-domain concurrency, a busy crawler's buffer waits for the downloader.
-``SendClockedDownloadHandler`` (Scrapy's HTTP/1.1 handler, plus one call) tells the scheduler
-the moment each request really goes out; ``LateSendBook`` keeps the dispatch of every leased
+per-domain concurrency, a busy crawler's buffer waits for the downloader, a busy event loop
+holds writes back. ``SendClockedDownloadHandler`` (Scrapy's HTTP/1.1 handler, watching its
+connections' writes) tells the scheduler the moment each request really goes out; ``LateSendBook`` keeps the dispatch of every leased
 request and collects those sent THROTTLE_LATE_SEND_MS or more after it. The scheduler hands
-them to ``Frontier.restamp`` in one script call per CRAWLER_ACK_FLUSH_MS at most, which moves
-their slots to the send: the site never sees more requests in a window than the limit.
+them to ``Frontier.restamp`` in one script call per CRAWLER_ACK_FLUSH_MS at most (at once, in
+the next event-loop turn, for a send later than THROTTLE_SEND_ALLOWANCE_MS), which moves their
+slots to the send: the site never sees more requests in a window than the limit.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from scrapy import Request
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.crawler import Crawler
 from scrapy.http import Response
+from scrapy.utils.asyncio import call_later
+from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_cluster.crawler.meta import LEASE_META_KEY
 from scrapy_cluster.frontier.model import LateSend, LeasedRequest
@@ -33,10 +39,16 @@ class _Dispatch:
 
 
 class LateSendBook:
-    """Dispatch moments of leased requests not sent yet, and the late sends to report."""
+    """Dispatch moments of leased requests not sent yet, and the late sends to report.
 
-    def __init__(self, late_ms: int) -> None:
+    A send ``late_ms`` or more after its dispatch is reported with the next batch; one
+    ``urgent_ms`` or more late (typically the first request of a host, held back by robots.txt)
+    should be reported at once, before another crawler's next dispatch of the domain.
+    """
+
+    def __init__(self, late_ms: int, urgent_ms: int | None = None) -> None:
         self.late_ms = late_ms
+        self.urgent_ms = late_ms if urgent_ms is None else max(late_ms, urgent_ms)
         self._waiting: dict[str, _Dispatch] = {}
         self._late: list[LateSend] = []
 
@@ -57,6 +69,9 @@ class LateSendBook:
         self._late.append(send)
         return send
 
+    def is_urgent(self, send: LateSend) -> bool:
+        return send.sent_ms - send.dispatched_ms >= self.urgent_ms
+
     def forget(self, lease_id: str | None) -> None:
         """The lease ended without its request being sent (filtered, dropped, released)."""
         if lease_id:
@@ -74,17 +89,68 @@ class LateSendBook:
 class SendClockedDownloadHandler(HTTP11DownloadHandler):
     """Scrapy's HTTP/1.1 handler that tells the cluster scheduler when a request goes out.
 
-    Set for ``http`` and ``https`` in ``DOWNLOAD_HANDLERS`` by the crawler settings; with
-    another handler the late-send correction is off and only the send allowance applies.
+    The moment is taken when the request is written to its connection (after connecting, for
+    a new one), in the event-loop turn that sends the bytes: a zero-delay call scheduled then
+    runs in the same turn as the socket write, after every callback that was already due (a
+    busy crawler's loop can hold a write back by tens of ms). Requests are paired with their
+    writes per host, in order. A request that completes without a write seen (a proxy, a
+    failed connection) is reported when it completes. Set for ``http`` and ``https`` in
+    ``DOWNLOAD_HANDLERS`` by the crawler settings; with another handler the late-send
+    correction is off and only the send allowance applies.
     """
 
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         self._cluster_crawler = crawler
+        self._unwritten: dict[bytes, deque[Request]] = defaultdict(deque)
+        get_connection = self._pool.getConnection
+
+        def clocked_get_connection(key: Any, endpoint: Any) -> Any:
+            return get_connection(key, endpoint).addCallback(self._clock_writes)
+
+        self._pool.getConnection = clocked_get_connection  # type: ignore[method-assign]
+
+    def _on_sent(self) -> Callable[[Request], None] | None:
+        scheduler = getattr(self._cluster_crawler.engine, "scheduler", None)
+        return getattr(scheduler, "request_sent", None)  # DistributedScheduler only
+
+    def _clock_writes(self, protocol: Any) -> Any:
+        if getattr(protocol, "_cluster_clocked", False):
+            return protocol
+        write_request = protocol.request
+
+        def clocked_request(twisted_request: Any) -> Any:
+            result = write_request(twisted_request)
+            host = getattr(getattr(twisted_request, "_parsedURI", None), "host", b"")
+            self._written(host.lower())
+            return result
+
+        protocol.request = clocked_request
+        protocol._cluster_clocked = True
+        return protocol
+
+    def _written(self, host: bytes) -> None:
+        waiting = self._unwritten.get(host)
+        on_sent = self._on_sent()
+        if not waiting or on_sent is None:
+            return
+        request = waiting.popleft()
+        if not waiting:
+            del self._unwritten[host]
+        call_later(0, on_sent, request)
 
     async def download_request(self, request: Request) -> Response:
-        scheduler = getattr(self._cluster_crawler.engine, "scheduler", None)
-        on_sent = getattr(scheduler, "request_sent", None)  # DistributedScheduler only
-        if on_sent is not None and request.meta.get(LEASE_META_KEY):
-            on_sent(request)
-        return await super().download_request(request)
+        on_sent = self._on_sent()
+        if on_sent is None or not request.meta.get(LEASE_META_KEY):
+            return await super().download_request(request)
+        host = (urlparse_cached(request).hostname or "").lower().encode("idna")
+        self._unwritten[host].append(request)
+        try:
+            return await super().download_request(request)
+        finally:
+            waiting = self._unwritten.get(host)
+            if waiting is not None and request in waiting:
+                waiting.remove(request)
+                if not waiting:
+                    del self._unwritten[host]
+                on_sent(request)

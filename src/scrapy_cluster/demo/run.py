@@ -36,7 +36,7 @@ from scrapy_cluster.settings import Settings
 DEMO_DOMAINS = (
     DemoDomain("127.0.0.21", hits=5, window_s=2.0, moderated=True),
     DemoDomain("127.0.0.22", hits=10, window_s=4.0, moderated=False),
-    DemoDomain("127.0.0.23", hits=3, window_s=2.0, delay_s=0.4, moderated=True),
+    DemoDomain("127.0.0.23", hits=4, window_s=2.0, delay_s=0.4, moderated=True),
 )
 MAXDEPTH = 2
 

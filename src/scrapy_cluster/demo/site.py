@@ -2,8 +2,8 @@
 
 Compared with ``testing.site.GeneratedSite``, some graph pages also link to a
 path that robots.txt disallows and to pages that do not exist (404), the seed
-page links to every host's entry page (so each domain has backlog from the
-start), and one host answers slowly. Every request's arrival time is recorded
+page links to the first pages of every other host (so each domain has backlog
+from the start), and one host answers slowly. Every request's arrival time is recorded
 so the demo can show each domain's achieved request rate against its limit.
 """
 
@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 from scrapy_cluster.testing.site import GeneratedSite, Page, SiteConfig, SiteServer
 
 DISALLOWED_PREFIX = "/private/"
+ENTRY_PAGES = 4
+"""The seed page links to this many pages of every other host."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,8 @@ class DemoSite(GeneratedSite):
     def _build_graph(self) -> dict[str, list[str]]:
         graph = super()._build_graph()
         seed = self.url(self.config.hosts[0], "/p/0.html")
-        graph[seed] += [self.url(host, "/p/0.html") for host in self.config.hosts[1:]]
+        graph[seed] += [self.url(host, f"/p/{number}.html")
+                        for host in self.config.hosts[1:] for number in range(ENTRY_PAGES)]
         for host in self.config.hosts:
             graph[self.url(host, "/p/0.html")].append(self.url(host, "/private/secret.html"))
             graph[self.url(host, "/p/0.html")].append(self.url(host, f"/gone/{host}.html"))
