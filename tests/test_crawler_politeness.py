@@ -126,3 +126,37 @@ def test_site_log_records_arrivals_per_host_without_robots(tmp_path: Path) -> No
         arrivals = site.arrivals_snapshot()
     assert list(arrivals) == ["127.0.0.44"] and len(arrivals["127.0.0.44"]) == 2
     assert arrivals["127.0.0.44"][0] <= arrivals["127.0.0.44"][1]
+
+
+def _script_calls(cluster: Cluster) -> int:
+    stats = cluster.client.info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
+               for name in ("evalsha", "eval", "blpop"))
+
+
+def test_an_idle_or_fully_throttled_crawler_does_not_poll(throttled: Cluster) -> None:
+    """Nothing queued, then one domain allowed once a minute with backlog: over 6 s each, the
+    crawler sends a handful of script calls and BLPOPs (pops every 5 s at most, lease reaping,
+    acks), not the thousands a polling loop would."""
+    process = throttled.start_crawler("link", **THROTTLED_ENV, SCHEDULER_IP_ENABLED="false")
+    try:
+        time.sleep(2.0)
+        before = _script_calls(throttled)
+        time.sleep(6.0)
+        idle_calls = _script_calls(throttled) - before
+        crawlid = uuid.uuid4().hex
+        host = "127.0.0.45"
+        DomainConfig(throttled.client, throttled.frontier).set_throttle(
+            host, DomainThrottle(window_s=60, hits=1))
+        throttled.frontier.enqueue_many(
+            [{"url": f"http://{host}:1/p/{i}.html", "appid": "polite", "crawlid": crawlid,
+              "spiderid": "link"} for i in range(3)], dedupe=True)
+        time.sleep(2.0)
+        before = _script_calls(throttled)
+        time.sleep(6.0)
+        throttled_calls = _script_calls(throttled) - before
+        throttled.frontier.purge("link", "polite", crawlid)
+    finally:
+        throttled.stop(process)
+    assert idle_calls <= 12, idle_calls
+    assert throttled_calls <= 12, throttled_calls

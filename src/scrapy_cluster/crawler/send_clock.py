@@ -93,8 +93,8 @@ class SendClockedDownloadHandler(HTTP11DownloadHandler):
     a new one), in the event-loop turn that sends the bytes: a zero-delay call scheduled then
     runs in the same turn as the socket write, after every callback that was already due (a
     busy crawler's loop can hold a write back by tens of ms). Requests are paired with their
-    writes per host, in order. A request that completes without a write seen (a proxy, a
-    failed connection) is reported when it completes. Set for ``http`` and ``https`` in
+    writes per host, in order. A request that completes without a write seen (a failed
+    connection) is reported when it completes. Set for ``http`` and ``https`` in
     ``DOWNLOAD_HANDLERS`` by the crawler settings; with another handler the late-send
     correction is off and only the send allowance applies.
     """
