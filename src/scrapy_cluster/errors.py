@@ -31,6 +31,14 @@ class InvalidRequestError(FrontierError):
     """A crawl request is malformed (missing url, bad priority, ...)."""
 
 
+class DomainConfigError(ScrapyClusterError):
+    """A domain configuration document is invalid; the message names the domain and field."""
+
+
+class DomainConfigConflictError(DomainConfigError):
+    """The domain configuration changed since it was read (compare-and-set lost)."""
+
+
 class ValidationError(ScrapyClusterError):
     """An API message does not match any schema; ``reason`` says why."""
 

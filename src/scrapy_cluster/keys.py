@@ -133,6 +133,17 @@ def domain_blacklist() -> str:
     return "domain-config:blacklist"
 
 
+def domain_config_document() -> str:
+    """``domain-config:document`` — HASH ``version``, ``yaml``: the operators' document
+    (Redis backend of the domain config; permanent)."""
+    return "domain-config:document"
+
+
+def domain_config_changes() -> str:
+    """``domain-config:changes`` — pub/sub channel: the new version after every write."""
+    return "domain-config:changes"
+
+
 def throttled_queue_window(queue_key: str) -> str:
     """``<queue key>:throttle_window`` — LIST of a RedisThrottledQueue's last pop ms; TTL 2 windows + 60 s."""
     return f"{queue_key}:throttle_window"

@@ -22,6 +22,7 @@ _SUBCOMMAND_MODULES = (
     "scrapy_cluster.cli.crawler_cmd",
     "scrapy_cluster.cli.up_cmd",
     "scrapy_cluster.cli.demo_cmd",
+    "scrapy_cluster.cli.config_cmd",
 )
 
 

@@ -97,18 +97,44 @@ class DomainConfig:
 
     def replace_all(self, throttles: Mapping[str, DomainThrottle], blacklist: set[str]) -> None:
         """Make Redis hold exactly this configuration (for an outside source of truth)."""
-        old_throttles, old_blacklist = self.throttles(), self.blacklist()
-        pipe = self.redis.pipeline(transaction=True)
+        with self.redis.pipeline(transaction=True) as pipe:
+            old_throttles, old_blacklist = self.current_raw(self.redis)
+            changed = self.queue_replace(pipe, throttles, blacklist, old_throttles,
+                                         old_blacklist)
+            pipe.execute()
+        self.touch(changed)
+
+    @staticmethod
+    def current_raw(client: Any) -> tuple[dict[str, bytes], set[str]]:
+        """The stored throttle JSON by domain and the blacklist (two reads on ``client``)."""
+        raw = client.hgetall(keys.domain_throttle_config())
+        blacklist = {_text(name) for name in client.smembers(keys.domain_blacklist())}
+        return {_text(domain): value for domain, value in raw.items()}, blacklist
+
+    @staticmethod
+    def queue_replace(pipe: Any, throttles: Mapping[str, DomainThrottle], blacklist: set[str],
+                      old_throttles: Mapping[str, bytes], old_blacklist: set[str]) -> set[str]:
+        """Queue on ``pipe`` the writes that make Redis hold exactly this configuration, and
+        return the domains whose throttle or blacklisting changed.
+
+        A robots.txt Crawl-delay entry (``crawl_delay`` in its JSON) of a domain the new
+        configuration does not name is kept: the crawler wrote it, not the operator.
+        """
+        kept = {domain: value for domain, value in old_throttles.items()
+                if domain not in throttles and b'"crawl_delay"' in value}
+        mapping = {**kept, **{domain: value.to_json() for domain, value in throttles.items()}}
         pipe.delete(keys.domain_throttle_config(), keys.domain_blacklist())
-        if throttles:
-            pipe.hset(keys.domain_throttle_config(),
-                      mapping={domain: value.to_json() for domain, value in throttles.items()})
+        if mapping:
+            pipe.hset(keys.domain_throttle_config(), mapping=mapping)
         if blacklist:
             pipe.sadd(keys.domain_blacklist(), *sorted(blacklist))
-        pipe.execute()
-        changed = {domain for domain in set(old_throttles) | set(throttles)
-                   if old_throttles.get(domain) != throttles.get(domain)}
-        for domain in sorted(changed | (old_blacklist ^ blacklist)):
+        changed = {domain for domain in set(old_throttles) | set(mapping)
+                   if old_throttles.get(domain) != mapping.get(domain)}
+        return changed | (old_blacklist ^ set(blacklist))
+
+    def touch(self, domains: set[str]) -> None:
+        """Make each domain due again in every ready set (one script call per domain)."""
+        for domain in sorted(domains):
             self.toucher.touch_domain(domain)
 
 

@@ -1,0 +1,128 @@
+"""``scrapy-cluster config``: the operators' domain configuration (throttles, blacklist).
+
+``push -f FILE`` validates a YAML document, stores it as the new version (it replaces the
+whole configuration) and prints what changed; ``show`` prints the effective document and
+its version; ``watch`` prints each new version as it arrives; ``sync`` (ZooKeeper backend)
+mirrors the document into the Redis keys the crawlers read. DOMAIN_CONFIG_BACKEND picks
+the backend. See docs/operations.md, "Controlling domains".
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from scrapy_cluster.cli.bus_cmd import _sigterm_as_interrupt
+from scrapy_cluster.cli.context import CliContext, pass_cli_context
+from scrapy_cluster.errors import ScrapyClusterError
+
+
+@contextmanager
+def _opened(cli: CliContext) -> Iterator[tuple[Any, Any]]:
+    """The settings' store and Redis client, closed afterwards; errors as click messages."""
+    from scrapy_cluster.domain_config import open_store
+    from scrapy_cluster.redis_conn import RedisConfig
+
+    settings = cli.settings()
+    client = RedisConfig.from_settings(settings).sync_client()
+    store = None
+    try:
+        store = open_store(settings, client)
+        yield store, client
+    except ScrapyClusterError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        if store is not None:
+            store.close()
+        client.close()
+
+
+@click.group("config")
+def config_group() -> None:
+    """The cluster's domain configuration: per-domain throttles and the blacklist."""
+
+
+@config_group.command("push")
+@click.option("-f", "--file", "path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="YAML document: blacklist: [domains], domains: {domain: {window, hits, scale}}")
+@click.option("--dry-run", is_flag=True, help="Validate and show the changes, store nothing.")
+@pass_cli_context
+def push_command(cli: CliContext, path: str, dry_run: bool) -> None:
+    """Validate FILE and make it the whole domain configuration."""
+    from scrapy_cluster.domain_config import DomainDocument, frontier_domain
+    from scrapy_cluster.errors import DomainConfigError
+
+    try:
+        document = DomainDocument.from_yaml(Path(path).read_text("utf-8"), frontier_domain())
+    except DomainConfigError as exc:
+        raise click.ClickException(f"{path}: {exc}") from exc
+    with _opened(cli) as (store, _client):
+        current = store.read()
+        changes = current.document.diff(document)
+        if dry_run or not changes:
+            click.echo("\n".join(changes) or f"no changes; version {current.version}")
+            return
+        version = store.write(document, expected_version=current.version)
+    click.echo("\n".join([*changes, f"version {version}"]))
+
+
+@config_group.command("show")
+@pass_cli_context
+def show_command(cli: CliContext) -> None:
+    """Print the effective document and its version."""
+    with _opened(cli) as (store, _client):
+        current = store.read()
+    click.echo(f"# version {current.version}\n{current.document.to_yaml()}", nl=False)
+
+
+@config_group.command("watch")
+@pass_cli_context
+def watch_command(cli: CliContext) -> None:
+    """Print every new version of the document (with what changed) until Ctrl-C."""
+    from scrapy_cluster.domain_config import DomainDocument, VersionedDocument
+
+    previous = [DomainDocument()]
+
+    def show(versioned: VersionedDocument) -> None:
+        changes = previous[0].diff(versioned.document)
+        previous[0] = versioned.document
+        click.echo("\n".join([f"version {versioned.version}", *changes]), color=False)
+
+    with _opened(cli) as (store, _client), _sigterm_as_interrupt():
+        watch = store.watch(show)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            watch.close()
+
+
+@config_group.command("sync")
+@pass_cli_context
+def sync_command(cli: CliContext) -> None:
+    """Mirror the ZooKeeper document into Redis until stopped (ZooKeeper backend only)."""
+    from scrapy_cluster.domain_config.redis_store import RedisDomainConfigStore
+    from scrapy_cluster.domain_config.sync import Mirror
+
+    settings = cli.settings()
+    if str(settings["DOMAIN_CONFIG_BACKEND"]).lower() != "zookeeper":
+        raise click.ClickException("config sync is for DOMAIN_CONFIG_BACKEND=zookeeper; with "
+                                   "redis the document is applied when it is written")
+    with _opened(cli) as (store, client), _sigterm_as_interrupt():
+        mirror = Mirror(store, RedisDomainConfigStore.from_settings(settings, client)).start()
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            mirror.close()
+
+
+def register(group: click.Group) -> None:
+    group.add_command(config_group)

@@ -1,0 +1,144 @@
+"""The Redis backend of the domain configuration (``DOMAIN_CONFIG_BACKEND = "redis"``).
+
+The document and its version live in ``domain-config:document`` (HASH ``version``, ``yaml``).
+A write is one optimistic transaction: WATCH the document, check the version, then in one
+MULTI/EXEC store the new document, replace the keys the frontier's pop script reads
+(``domain-config:throttle``, ``domain-config:blacklist``) and PUBLISH the new version on
+``domain-config:changes``. So the document and what crawlers obey never disagree, and every
+crawler obeys a change on its next pop. Afterwards each changed domain is made due again in
+every ready set (one script call per changed domain), which also wakes waiting crawlers.
+Round trips per write: 5 + one per changed domain.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import redis
+
+from scrapy_cluster import keys
+from scrapy_cluster.domain_config.document import DomainDocument, Normalize, frontier_domain
+from scrapy_cluster.domain_config.store import VersionedDocument
+from scrapy_cluster.errors import DomainConfigConflictError
+from scrapy_cluster.frontier.config import DomainConfig, DomainToucher
+
+
+class RedisDomainConfigStore:
+    """See module docstring; implements ``DomainConfigStore``."""
+
+    def __init__(self, redis_client: redis.Redis, toucher: DomainToucher, *,
+                 normalize: Normalize) -> None:
+        self.redis = redis_client
+        self.applier = DomainConfig(redis_client, toucher)
+        self.normalize = normalize
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], redis_client: redis.Redis,
+                      normalize: Normalize | None = None) -> RedisDomainConfigStore:
+        from scrapy_cluster.frontier import Frontier
+
+        return cls(redis_client, Frontier.from_settings(settings, redis_client),
+                   normalize=normalize or frontier_domain())
+
+    def read(self) -> VersionedDocument:
+        version, text = self.redis.hmget(keys.domain_config_document(), ["version", "yaml"])
+        if version is None:
+            return VersionedDocument(DomainDocument(), 0)
+        yaml_text = text.decode() if isinstance(text, bytes) else str(text or "")
+        document = DomainDocument.from_yaml(yaml_text, self.normalize)
+        return VersionedDocument(document, int(version))
+
+    def write(self, document: DomainDocument, *, expected_version: int) -> int:
+        return self._store(document, lambda stored: stored == expected_version,
+                           lambda stored: stored + 1,
+                           f"is not at version {expected_version}")
+
+    def mirror(self, versioned: VersionedDocument) -> bool:
+        """Store and apply a version decided elsewhere (ZooKeeper), unless Redis already has
+        it or a newer one. Returns whether it was applied."""
+        try:
+            self._store(versioned.document, lambda stored: stored < versioned.version,
+                        lambda stored: versioned.version, "already has it")
+        except DomainConfigConflictError:
+            return False
+        return True
+
+    def _store(self, document: DomainDocument, allowed: Callable[[int], bool],
+               next_version: Callable[[int], int], refusal: str) -> int:
+        document_key = keys.domain_config_document()
+        with self.redis.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(document_key)
+                stored = int(pipe.hget(document_key, "version") or 0)
+                if not allowed(stored):
+                    raise DomainConfigConflictError(
+                        f"domain configuration (version {stored}) {refusal}")
+                old_throttles, old_blacklist = DomainConfig.current_raw(pipe)
+                pipe.multi()
+                new_version = next_version(stored)
+                pipe.hset(document_key, mapping={"version": new_version,
+                                                 "yaml": document.to_yaml()})
+                changed = DomainConfig.queue_replace(pipe, document.throttles,
+                                                     set(document.blacklist), old_throttles,
+                                                     old_blacklist)
+                pipe.publish(keys.domain_config_changes(), new_version)
+                pipe.execute()
+            except redis.WatchError as exc:
+                raise DomainConfigConflictError(
+                    "domain configuration changed while it was being replaced") from exc
+        self.applier.touch(changed)
+        return new_version
+
+    def watch(self, callback: Callable[[VersionedDocument], None]) -> RedisWatch:
+        """Call ``callback`` with the document after every write (from a background thread)."""
+        return RedisWatch(self, callback).start()
+
+    def close(self) -> None:
+        return None
+
+
+class RedisWatch:
+    """A subscription to ``domain-config:changes`` that reads each new version once."""
+
+    def __init__(self, store: RedisDomainConfigStore,
+                 callback: Callable[[VersionedDocument], None]) -> None:
+        self.store, self.callback = store, callback
+        self._pubsub = store.redis.pubsub(ignore_subscribe_messages=True)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="domain-config-watch",
+                                        daemon=True)
+        self._seen = -1
+
+    def start(self) -> RedisWatch:
+        self._pubsub.subscribe(keys.domain_config_changes())
+        self._deliver()
+        self._thread.start()
+        return self
+
+    def _deliver(self) -> None:
+        current = self.store.read()
+        if current.version > self._seen:
+            self._seen = current.version
+            self.callback(current)
+
+    def _run(self) -> None:
+        """Wait for change messages; after a lost connection (redis-py resubscribes on the
+        next call) read the document again, since a change may have been missed meanwhile."""
+        missed = False
+        while not self._stop.is_set():
+            try:
+                if missed:
+                    self._deliver()
+                    missed = False
+                if self._pubsub.get_message(timeout=1.0) is not None:
+                    self._deliver()
+            except (redis.ConnectionError, redis.TimeoutError):
+                missed = True
+                self._stop.wait(1.0)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._pubsub.close()
