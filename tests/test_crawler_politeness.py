@@ -44,13 +44,15 @@ HOSTS = (Host("127.0.0.41", Limit(5, 2.0), moderated=True),
          Host("127.0.0.42", Limit(4, 1.0), moderated=True),
          Host("127.0.0.43", Limit(10, 2.0), moderated=False))
 THROTTLED_ENV = {"QUEUE_WINDOW": "60", "QUEUE_HITS": "10", "QUEUE_MODERATED": "true"}
+PUSHED_HOST = "127.0.0.46"
 PER_IP_ENV = {"SCHEDULER_IP_ENABLED": "true", "PUBLIC_IP": "127.0.0.1", "PUBLIC_IP_URL": ""}
 
 
 @pytest.fixture(scope="module")
 def throttled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("politeness")
-    site_config = SiteConfig(hosts=tuple(host.address for host in HOSTS), pages_per_host=400,
+    site_config = SiteConfig(hosts=(*(host.address for host in HOSTS), PUSHED_HOST),
+                             pages_per_host=400,
                              links_per_page=10, cross_host_every=1000, page_bytes=800)
     with running_cluster(tmp, site_config) as cluster:
         config = DomainConfig(cluster.client, cluster.frontier)
@@ -160,3 +162,55 @@ def test_an_idle_or_fully_throttled_crawler_does_not_poll(throttled: Cluster) ->
         throttled.stop(process)
     assert idle_calls <= 12, idle_calls
     assert throttled_calls <= 12, throttled_calls
+
+
+def _push(cluster: Cluster, extra: dict[str, dict[str, object]],
+          blacklist: list[str]) -> tuple[float, float]:
+    """Push a domain document (the module's hosts plus ``extra``); when the push started and
+    when it returned."""
+    from scrapy_cluster.domain_config import DomainDocument, frontier_domain, update
+    from scrapy_cluster.domain_config.redis_store import RedisDomainConfigStore
+
+    domains: dict[str, dict[str, object]] = {
+        host.address: {"window": host.limit.window_s, "hits": host.limit.hits,
+                       "moderated": host.moderated} for host in HOSTS}
+    document = DomainDocument.from_data({"domains": {**domains, **extra},
+                                         "blacklist": blacklist}, frontier_domain())
+    store = RedisDomainConfigStore(cluster.client, cluster.frontier, normalize=frontier_domain())
+    started = time.monotonic()
+    update(store, lambda _old: document)
+    return started, time.monotonic()
+
+
+def test_a_pushed_limit_or_blacklist_is_obeyed_within_a_second(throttled: Cluster) -> None:
+    """Site log of one host: fast (10/s), then pushed to 1 per 2 s, then blacklisted, then
+    released. One second after each push the site sees the new rule."""
+    host = PUSHED_HOST
+    process = throttled.start_crawler("link", **THROTTLED_ENV, SCHEDULER_IP_ENABLED="false")
+    crawlid = uuid.uuid4().hex
+    try:
+        _push(throttled, {host: {"window": 1, "hits": 10, "moderated": True}}, [])
+        seed = {"url": throttled.site.site.url(host, "/p/0.html"), "appid": "polite",
+                "crawlid": crawlid, "spiderid": "link", "maxdepth": 50}
+        throttled.frontier.enqueue_many([seed], dedupe=True)
+        fast_from = _first_arrival(throttled.site, time.monotonic() - 0.1)
+        time.sleep(max(0.0, fast_from + 3.0 - time.monotonic()))
+        slowed = _push(throttled, {host: {"window": 2, "hits": 1, "moderated": True}}, [])
+        time.sleep(5.0)
+        banned = _push(throttled, {host: {"window": 2, "hits": 1, "moderated": True}}, [host])
+        time.sleep(3.0)
+        released = _push(throttled, {host: {"window": 1, "hits": 10, "moderated": True}}, [])
+        time.sleep(2.0)
+        # a phase ends when the next push starts; its rule holds from 1 s after its push ended
+        times = sorted(throttled.site.arrivals_snapshot().get(host, []))
+    finally:
+        throttled.stop(process)
+        throttled.frontier.purge("link", "polite", crawlid)
+
+    def count(start: float, end: float) -> int:
+        return sum(1 for t in times if start <= t < end)
+
+    assert count(fast_from + 1.0, slowed[0]) >= 10       # about 10/s before
+    assert count(slowed[1] + 1.0, banned[0]) <= 3        # 4 s at 1 per 2 s
+    assert count(banned[1] + 1.0, released[0]) == 0      # blacklisted
+    assert count(released[1] + 0.5, released[1] + 2.0) >= 5  # released: fast again

@@ -65,3 +65,17 @@ def test_pushing_the_same_document_again_changes_nothing(
 def test_sync_refuses_the_redis_backend(redis_url: str, redis_client: redis.Redis) -> None:
     result = run(redis_url, "sync")
     assert result.exit_code == 1 and "DOMAIN_CONFIG_BACKEND=zookeeper" in result.output
+
+
+def test_up_runs_the_config_mirror_only_with_the_zookeeper_backend() -> None:
+    from scrapy_cluster.cli.up_cmd import cluster_environment, embedded_components
+    from scrapy_cluster.settings import load_settings
+
+    names = [name for name, _ in embedded_components(1, "link", config_sync=True)]
+    assert names == ["kafka-monitor", "config-sync", "crawler-1"]
+    assert [name for name, _ in embedded_components(1, "link")] == ["kafka-monitor", "crawler-1"]
+    settings = load_settings(environ={}, overrides={"DOMAIN_CONFIG_BACKEND": "zookeeper",
+                                                    "ZOOKEEPER_HOSTS": "127.0.0.1:2199"})
+    env = cluster_environment(settings, "redis://127.0.0.1:1/0")
+    assert (env["DOMAIN_CONFIG_BACKEND"], env["ZOOKEEPER_HOSTS"]) == ("zookeeper", "127.0.0.1:2199")
+    assert "ZOOKEEPER_HOSTS" not in cluster_environment(load_settings(environ={}), "redis://x")

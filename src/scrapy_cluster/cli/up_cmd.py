@@ -24,9 +24,13 @@ from scrapy_cluster.errors import ServiceError
 from scrapy_cluster.settings import Settings
 
 
-def embedded_components(crawlers: int, spider: str) -> list[tuple[str, list[str]]]:
-    """(name, scrapy-cluster arguments) of every process the embedded cluster runs."""
+def embedded_components(crawlers: int, spider: str, *,
+                        config_sync: bool = False) -> list[tuple[str, list[str]]]:
+    """(name, scrapy-cluster arguments) of every process the embedded cluster runs;
+    ``config_sync`` adds the mirror of a ZooKeeper domain configuration."""
     components = [("kafka-monitor", ["kafka-monitor", "run"])]
+    if config_sync:
+        components.append(("config-sync", ["config", "sync"]))
     components += [(f"crawler-{i}", ["crawler", "--spider", spider]) for i in range(1, crawlers + 1)]
     return components
 
@@ -46,7 +50,14 @@ def cluster_environment(settings: Settings, redis_url: str) -> dict[str, str]:
     env = {"REDIS_URL": redis_url, "BUS_BACKEND": "kafka" if kafka else "redis"}
     if kafka:
         env["KAFKA_HOSTS"] = str(settings["KAFKA_HOSTS"])
+    if _zookeeper_config(settings):
+        env.update({name: str(settings[name]) for name in (
+            "DOMAIN_CONFIG_BACKEND", "ZOOKEEPER_HOSTS", "ZOOKEEPER_ASSIGN_PATH", "ZOOKEEPER_ID")})
     return env
+
+
+def _zookeeper_config(settings: Settings) -> bool:
+    return str(settings["DOMAIN_CONFIG_BACKEND"]).lower() == "zookeeper"
 
 
 @click.command("up")
@@ -68,7 +79,8 @@ def up_command(cli: CliContext, crawlers: int | None, spider: str, data_dir: str
             raise click.ClickException(str(exc)) from exc
     env = cluster_environment(settings, redis_url)
     count = crawlers if crawlers is not None else (os.cpu_count() or 1)
-    supervisor = Supervisor(child_specs(embedded_components(count, spider), env))
+    components = embedded_components(count, spider, config_sync=_zookeeper_config(settings))
+    supervisor = Supervisor(child_specs(components, env))
     write_running_cluster(data_path, env)
     _print_banner(env, settings["KAFKA_TOPIC_PREFIX"])
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -151,8 +151,9 @@ _declare("ZooKeeper", "ZOOKEEPER_ID", "all",
          "Name of the domain-configuration node inside ZOOKEEPER_ASSIGN_PATH.", (CR, RM))
 _declare("ZooKeeper", "ZOOKEEPER_HOSTS", "localhost:2181", "ZooKeeper connection string.", (CR, RM))
 _declare("ZooKeeper", "DOMAIN_CONFIG_BACKEND", "redis",
-         "Where the cluster's domain throttles and blacklist live: `redis` or `zookeeper`.",
-         (CR, RM, KM))
+         "Where the operators' domain document (throttles, blacklist) lives: `redis`, or "
+         "`zookeeper` (mirrored into Redis by `scrapy-cluster config sync`, which `up` runs). "
+         "Crawlers always read Redis. See docs/operations.md.", (CR, RM, KM))
 
 # --- Plugins ------------------------------------------------------------
 _declare("Plugins", "PLUGIN_DIR", "plugins/",
