@@ -51,6 +51,10 @@ class ServiceError(ScrapyClusterError):
     """An external process (redis-server, broker) could not be started or reached."""
 
 
+class ZookeeperUnavailableError(ServiceError):
+    """ZooKeeper did not answer within the connect timeout."""
+
+
 class InvalidLevelExpressionError(ScrapyClusterError, ValueError):
     """A log callback's level expression is not '*', a level name, or a comparison with one."""
 
