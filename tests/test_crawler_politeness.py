@@ -13,14 +13,21 @@ half its limit; a crawler that waited for Scrapy's 5 s heartbeat reached about a
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from scrapy_cluster import keys
+from scrapy_cluster.domain_config import DomainDocument, frontier_domain, update
+from scrapy_cluster.domain_config.redis_store import RedisDomainConfigStore
+from scrapy_cluster.domain_config.zookeeper_store import ZookeeperDomainConfigStore
 from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
 from scrapy_cluster.testing.politeness import Limit, max_in_window, utilisation
 from scrapy_cluster.testing.site import SiteConfig, SiteServer
@@ -164,42 +171,74 @@ def test_an_idle_or_fully_throttled_crawler_does_not_poll(throttled: Cluster) ->
     assert throttled_calls <= 12, throttled_calls
 
 
-def _push(cluster: Cluster, extra: dict[str, dict[str, object]],
-          blacklist: list[str]) -> tuple[float, float]:
-    """Push a domain document (the module's hosts plus ``extra``); when the push started and
-    when it returned."""
-    from scrapy_cluster.domain_config import DomainDocument, frontier_domain, update
-    from scrapy_cluster.domain_config.redis_store import RedisDomainConfigStore
+class Pusher:
+    """Pushes domain documents (the module's hosts plus extra entries) through one backend;
+    with ZooKeeper a ``scrapy-cluster config sync`` process mirrors them into Redis."""
 
-    domains: dict[str, dict[str, object]] = {
-        host.address: {"window": host.limit.window_s, "hits": host.limit.hits,
-                       "moderated": host.moderated} for host in HOSTS}
-    document = DomainDocument.from_data({"domains": {**domains, **extra},
-                                         "blacklist": blacklist}, frontier_domain())
-    store = RedisDomainConfigStore(cluster.client, cluster.frontier, normalize=frontier_domain())
-    started = time.monotonic()
-    update(store, lambda _old: document)
-    return started, time.monotonic()
+    def __init__(self, cluster: Cluster, store: Any, sync: subprocess.Popen[bytes] | None) -> None:
+        self.cluster, self.store, self.sync = cluster, store, sync
+
+    def push(self, extra: dict[str, dict[str, object]],
+             blacklist: list[str]) -> tuple[float, float]:
+        """When the push started and when it returned (the new version is stored)."""
+        domains: dict[str, dict[str, object]] = {
+            host.address: {"window": host.limit.window_s, "hits": host.limit.hits,
+                           "moderated": host.moderated} for host in HOSTS}
+        document = DomainDocument.from_data({"domains": {**domains, **extra},
+                                             "blacklist": blacklist}, frontier_domain())
+        started = time.monotonic()
+        update(self.store, lambda _old: document)
+        return started, time.monotonic()
+
+    def wait_applied(self) -> None:
+        version = self.store.read().version
+        deadline = time.monotonic() + 30
+        while int(self.cluster.client.hget(keys.domain_config_document(), "version") or 0) \
+                < version:
+            assert time.monotonic() < deadline, "config sync did not apply the document"
+            time.sleep(0.05)
 
 
-def test_a_pushed_limit_or_blacklist_is_obeyed_within_a_second(throttled: Cluster) -> None:
+@pytest.fixture(params=["redis", "zookeeper"])
+def pusher(request: pytest.FixtureRequest, throttled: Cluster) -> Iterator[Pusher]:
+    if request.param == "redis":
+        yield Pusher(throttled, RedisDomainConfigStore(throttled.client, throttled.frontier,
+                                                       normalize=frontier_domain()), None)
+        return
+    settings = {"ZOOKEEPER_HOSTS": request.getfixturevalue("zookeeper_hosts"),
+                "ZOOKEEPER_ASSIGN_PATH": f"/sc-politeness-{uuid.uuid4().hex}/",
+                "ZOOKEEPER_ID": "all", "DOMAIN_CONFIG_BACKEND": "zookeeper"}
+    store = ZookeeperDomainConfigStore.from_settings(settings, frontier_domain())
+    log = open(throttled.workdir / "config-sync.log", "ab")  # noqa: SIM115
+    sync = subprocess.Popen([sys.executable, "-m", "scrapy_cluster", "config", "sync"],
+                            env={**throttled.env, **settings}, stdout=log, stderr=log,
+                            start_new_session=True)
+    try:
+        yield Pusher(throttled, store, sync)
+    finally:
+        throttled.stop(sync)
+        store.close()
+
+
+def test_a_pushed_limit_or_blacklist_is_obeyed_within_a_second(pusher: Pusher) -> None:
     """Site log of one host: fast (10/s), then pushed to 1 per 2 s, then blacklisted, then
-    released. One second after each push the site sees the new rule."""
-    host = PUSHED_HOST
+    released. One second after each push the site sees the new rule, on both backends."""
+    throttled, host = pusher.cluster, PUSHED_HOST
     process = throttled.start_crawler("link", **THROTTLED_ENV, SCHEDULER_IP_ENABLED="false")
     crawlid = uuid.uuid4().hex
     try:
-        _push(throttled, {host: {"window": 1, "hits": 10, "moderated": True}}, [])
+        pusher.push({host: {"window": 1, "hits": 10, "moderated": True}}, [])
+        pusher.wait_applied()
         seed = {"url": throttled.site.site.url(host, "/p/0.html"), "appid": "polite",
                 "crawlid": crawlid, "spiderid": "link", "maxdepth": 50}
         throttled.frontier.enqueue_many([seed], dedupe=True)
         fast_from = _first_arrival(throttled.site, time.monotonic() - 0.1)
         time.sleep(max(0.0, fast_from + 3.0 - time.monotonic()))
-        slowed = _push(throttled, {host: {"window": 2, "hits": 1, "moderated": True}}, [])
+        slowed = pusher.push({host: {"window": 2, "hits": 1, "moderated": True}}, [])
         time.sleep(5.0)
-        banned = _push(throttled, {host: {"window": 2, "hits": 1, "moderated": True}}, [host])
+        banned = pusher.push({host: {"window": 2, "hits": 1, "moderated": True}}, [host])
         time.sleep(3.0)
-        released = _push(throttled, {host: {"window": 1, "hits": 10, "moderated": True}}, [])
+        released = pusher.push({host: {"window": 1, "hits": 10, "moderated": True}}, [])
         time.sleep(2.0)
         # a phase ends when the next push starts; its rule holds from 1 s after its push ended
         times = sorted(throttled.site.arrivals_snapshot().get(host, []))

@@ -160,3 +160,19 @@ def test_pushed_limits_and_blacklist_apply_on_the_next_pop_and_revert(
     assert backend.applied(second)
     assert sorted(r.domain for r in frontier.pop(view, 10).requests) == \
         ["a.com", "a.com", "b.com", "b.com"]
+
+
+def test_a_mirror_replaces_a_document_of_another_source_whatever_its_version(
+        redis_client: redis.Redis) -> None:
+    """Switching from the Redis backend to ZooKeeper: ZooKeeper's version 1 must win over
+    Redis's version 5; a repeated or older version of the same source is ignored."""
+    redis_store = RedisDomainConfigStore(redis_client, make_frontier(redis_client),
+                                         normalize=NORMALIZE)
+    for version in range(5):
+        redis_store.write(doc(f"blacklist: [r{version}.com]"), expected_version=version)
+    from_zookeeper = VersionedDocument(doc("blacklist: [z.com]"), 1)
+    assert redis_store.mirror(from_zookeeper, "zookeeper:/a") is True
+    assert redis_store.read() == from_zookeeper
+    assert redis_store.mirror(VersionedDocument(doc("blacklist: [old.com]"), 1),
+                              "zookeeper:/a") is False
+    assert redis_client.smembers(keys.domain_blacklist()) == {b"z.com"}

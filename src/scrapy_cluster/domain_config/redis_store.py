@@ -1,6 +1,7 @@
 """The Redis backend of the domain configuration (``DOMAIN_CONFIG_BACKEND = "redis"``).
 
-The document and its version live in ``domain-config:document`` (HASH ``version``, ``yaml``).
+The document and its version live in ``domain-config:document`` (HASH ``version``, ``yaml``,
+``source``: ``redis``, or the ZooKeeper node a mirror copied it from).
 A write is one optimistic transaction: WATCH the document, check the version, then in one
 MULTI/EXEC store the new document, replace the keys the frontier's pop script reads
 (``domain-config:throttle``, ``domain-config:blacklist``) and PUBLISH the new version on
@@ -23,6 +24,13 @@ from scrapy_cluster.domain_config.document import DomainDocument, Normalize, fro
 from scrapy_cluster.domain_config.store import VersionedDocument
 from scrapy_cluster.errors import DomainConfigConflictError
 from scrapy_cluster.frontier.config import DomainConfig, DomainToucher
+
+REDIS_SOURCE = "redis"
+"""The ``source`` field of a document written through this store (a mirror names its own)."""
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 class RedisDomainConfigStore:
@@ -51,34 +59,39 @@ class RedisDomainConfigStore:
         return VersionedDocument(document, int(version))
 
     def write(self, document: DomainDocument, *, expected_version: int) -> int:
-        return self._store(document, lambda stored: stored == expected_version,
-                           lambda stored: stored + 1,
-                           f"is not at version {expected_version}")
+        return self._store(document, REDIS_SOURCE,
+                           lambda stored, _source: stored == expected_version,
+                           lambda stored: stored + 1, f"is not at version {expected_version}")
 
-    def mirror(self, versioned: VersionedDocument) -> bool:
-        """Store and apply a version decided elsewhere (ZooKeeper), unless Redis already has
-        it or a newer one. Returns whether it was applied."""
+    def mirror(self, versioned: VersionedDocument, source: str) -> bool:
+        """Store and apply a version decided elsewhere (``source``, e.g. a ZooKeeper node),
+        unless Redis already has it or a newer one from the same source. Returns whether it
+        was applied."""
         try:
-            self._store(versioned.document, lambda stored: stored < versioned.version,
-                        lambda stored: versioned.version, "already has it")
+            self._store(versioned.document, source,
+                        lambda stored, stored_source: stored_source != source
+                        or stored < versioned.version,
+                        lambda _stored: versioned.version, "already has it")
         except DomainConfigConflictError:
             return False
         return True
 
-    def _store(self, document: DomainDocument, allowed: Callable[[int], bool],
-               next_version: Callable[[int], int], refusal: str) -> int:
+    def _store(self, document: DomainDocument, source: str,
+               allowed: Callable[[int, str], bool], next_version: Callable[[int], int],
+               refusal: str) -> int:
         document_key = keys.domain_config_document()
         with self.redis.pipeline(transaction=True) as pipe:
             try:
                 pipe.watch(document_key)
-                stored = int(pipe.hget(document_key, "version") or 0)
-                if not allowed(stored):
+                version, stored_source = pipe.hmget(document_key, ["version", "source"])
+                stored = int(version or 0)
+                if not allowed(stored, _text(stored_source or REDIS_SOURCE)):
                     raise DomainConfigConflictError(
                         f"domain configuration (version {stored}) {refusal}")
                 old_throttles, old_blacklist = DomainConfig.current_raw(pipe)
                 pipe.multi()
                 new_version = next_version(stored)
-                pipe.hset(document_key, mapping={"version": new_version,
+                pipe.hset(document_key, mapping={"version": new_version, "source": source,
                                                  "yaml": document.to_yaml()})
                 changed = DomainConfig.queue_replace(pipe, document.throttles,
                                                      set(document.blacklist), old_throttles,

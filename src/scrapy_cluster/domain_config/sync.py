@@ -2,9 +2,10 @@
 
 ``scrapy-cluster config sync`` runs this (``up`` starts it when DOMAIN_CONFIG_BACKEND is
 ``zookeeper``). Each version the watch delivers is stored in ``domain-config:document`` with
-its ZooKeeper-derived version and applied to ``domain-config:throttle`` / ``:blacklist`` in one
-transaction (``RedisDomainConfigStore.mirror``); an older or equal version is ignored, so
-several sync processes may run. A version that cannot be applied (Redis away) is retried on
+its ZooKeeper-derived version and source (the node) and applied to ``domain-config:throttle`` /
+``:blacklist`` in one transaction (``RedisDomainConfigStore.mirror``); an older or equal
+version of the same source is ignored, so several sync processes may run, and a document from
+another source (a switch from the Redis backend, another node) is replaced whatever its version. A version that cannot be applied (Redis away) is retried on
 the next change and every ``RESYNC_S`` seconds.
 """
 
@@ -22,6 +23,8 @@ logger = logging.getLogger("scrapy_cluster.domain_config")
 
 
 class Watchable(Protocol):
+    source: str
+
     def read(self) -> VersionedDocument: ...
 
     def watch(self, callback: Any) -> Any: ...
@@ -47,7 +50,7 @@ class Mirror:
     def apply(self, versioned: VersionedDocument) -> None:
         with self._lock:
             try:
-                if self.target.mirror(versioned):
+                if self.target.mirror(versioned, self.source.source):
                     logger.info("domain configuration version %d applied", versioned.version)
                 self.applied_version = max(self.applied_version, versioned.version)
             except Exception as exc:  # noqa: BLE001 - Redis away: the resync loop retries

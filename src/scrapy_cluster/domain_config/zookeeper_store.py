@@ -62,6 +62,8 @@ class ZookeeperDomainConfigStore:
                  owns_client: bool = False) -> None:
         """``client`` must be started; ``close()`` stops it only if ``owns_client``."""
         self.client, self.path, self.normalize = client, path, normalize
+        self.source = f"zookeeper:{path}"
+        """Names this document's origin where it is mirrored (``sync.Mirror``)."""
         self._owns_client = owns_client
         self._watches: list[DomainConfigWatch] = []
         self._lock = threading.Lock()
