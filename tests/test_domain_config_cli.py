@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -79,3 +87,73 @@ def test_up_runs_the_config_mirror_only_with_the_zookeeper_backend() -> None:
     env = cluster_environment(settings, "redis://127.0.0.1:1/0")
     assert (env["DOMAIN_CONFIG_BACKEND"], env["ZOOKEEPER_HOSTS"]) == ("zookeeper", "127.0.0.1:2199")
     assert "ZOOKEEPER_HOSTS" not in cluster_environment(load_settings(environ={}), "redis://x")
+
+
+class Watching:
+    """``scrapy-cluster config watch`` in a subprocess; its output lines, read as they come."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "scrapy_cluster", *args], env={**os.environ, **env},
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        self.lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def wait_for(self, wanted: str, timeout_s: float = 30.0) -> list[str]:
+        """Lines read until ``wanted`` (inclusive); fails after ``timeout_s``."""
+        seen: list[str] = []
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            seen.append(line)
+            if line == wanted:
+                return seen
+        raise AssertionError(f"{wanted!r} not printed; got {seen}")
+
+    def stop(self) -> int:
+        os.killpg(self.process.pid, signal.SIGTERM)
+        return self.process.wait(20)
+
+
+def test_watch_prints_each_new_version_with_its_changes(
+        redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+    watching = Watching(["--redis-url", redis_url, "config", "watch"], {})
+    try:
+        assert watching.wait_for("version 0") == ["version 0"]
+        run(redis_url, "push", "-f", write(tmp_path, "blacklist: [a.com]"))
+        assert watching.wait_for("+ blacklist a.com") == ["version 1", "+ blacklist a.com"]
+    finally:
+        assert watching.stop() == 0
+
+
+def test_watch_pointer_follows_the_pointer_and_the_pointed_node(zookeeper_hosts: str) -> None:
+    from kazoo.client import KazooClient
+
+    root = f"/sc-pointer-{uuid.uuid4().hex}"
+    client = KazooClient(hosts=zookeeper_hosts)
+    client.start(timeout=30)
+    client.create(f"{root}/real1", b"blacklist: [a.com]", makepath=True)
+    client.create(f"{root}/real2", b"blacklist: [b.com]")
+    client.create(f"{root}/assign/all", f"{root}/real1".encode(), makepath=True)
+    env = {"DOMAIN_CONFIG_BACKEND": "zookeeper", "ZOOKEEPER_HOSTS": zookeeper_hosts,
+           "ZOOKEEPER_ASSIGN_PATH": f"{root}/assign/", "ZOOKEEPER_ID": "all"}
+    watching = Watching(["config", "watch", "--pointer"], env)
+    try:
+        watching.wait_for("+ blacklist a.com")
+        client.set(f"{root}/real1", b"blacklist: [a.com, c.com]")
+        watching.wait_for("+ blacklist c.com")
+        client.set(f"{root}/assign/all", f"{root}/real2".encode())
+        lines = watching.wait_for("- blacklist c.com")
+        assert lines[-3:] == ["+ blacklist b.com", "- blacklist a.com", "- blacklist c.com"]
+    finally:
+        assert watching.stop() == 0
+        client.stop()
+        client.close()

@@ -81,26 +81,71 @@ def show_command(cli: CliContext) -> None:
 
 
 @config_group.command("watch")
+@click.option("--pointer", is_flag=True,
+              help="ZooKeeper only: the node holds the path of the node with the document; "
+                   "follow changes of both.")
 @pass_cli_context
-def watch_command(cli: CliContext) -> None:
+def watch_command(cli: CliContext, pointer: bool) -> None:
     """Print every new version of the document (with what changed) until Ctrl-C."""
-    from scrapy_cluster.domain_config import DomainDocument, VersionedDocument
-
-    previous = [DomainDocument()]
-
-    def show(versioned: VersionedDocument) -> None:
-        changes = previous[0].diff(versioned.document)
-        previous[0] = versioned.document
-        click.echo("\n".join([f"version {versioned.version}", *changes]), color=False)
-
+    if pointer:
+        _watch_pointer(cli)
+        return
+    show = _Printer()
     with _opened(cli) as (store, _client), _sigterm_as_interrupt():
-        watch = store.watch(show)
+        watch = store.watch(lambda versioned: show(f"version {versioned.version}",
+                                                    versioned.document))
+        _wait_for_interrupt()
+        watch.close()
+
+
+class _Printer:
+    """Prints a heading and what changed since the document printed before."""
+
+    def __init__(self) -> None:
+        from scrapy_cluster.domain_config import DomainDocument
+
+        self.previous = DomainDocument()
+
+    def __call__(self, heading: str, document: Any) -> None:
+        changes = self.previous.diff(document)
+        self.previous = document
+        click.echo("\n".join([heading, *changes]))
+
+
+def _wait_for_interrupt() -> None:
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+
+
+def _watch_pointer(cli: CliContext) -> None:
+    from scrapy_cluster.domain_config import DomainDocument, frontier_domain
+    from scrapy_cluster.domain_config.zookeeper_store import node_path
+    from scrapy_cluster.domain_config.zookeeper_watcher import ZookeeperWatcher
+    from scrapy_cluster.errors import DomainConfigError
+
+    settings = cli.settings()
+    if str(settings["DOMAIN_CONFIG_BACKEND"]).lower() != "zookeeper":
+        raise click.ClickException("--pointer needs DOMAIN_CONFIG_BACKEND=zookeeper")
+    show, normalize = _Printer(), frontier_domain()
+    path = node_path(str(settings["ZOOKEEPER_ASSIGN_PATH"]), str(settings["ZOOKEEPER_ID"]))
+
+    def on_config(text: str) -> None:
         try:
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            watch.close()
+            show(f"config named by {path}", DomainDocument.from_yaml(text or "", normalize))
+        except DomainConfigError as exc:
+            click.echo(f"config named by {path} is invalid, ignored: {exc}")
+
+    try:
+        watcher = ZookeeperWatcher(str(settings["ZOOKEEPER_HOSTS"]), path, pointer=True,
+                                   config_handler=on_config,
+                                   error_handler=lambda message: click.echo(message, err=True))
+    except ScrapyClusterError as exc:
+        raise click.ClickException(str(exc)) from exc
+    with _sigterm_as_interrupt():
+        _wait_for_interrupt()
+    watcher.close()
 
 
 @config_group.command("sync")
@@ -116,12 +161,8 @@ def sync_command(cli: CliContext) -> None:
                                    "redis the document is applied when it is written")
     with _opened(cli) as (store, client), _sigterm_as_interrupt():
         mirror = Mirror(store, RedisDomainConfigStore.from_settings(settings, client)).start()
-        try:
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            mirror.close()
+        _wait_for_interrupt()
+        mirror.close()
 
 
 def register(group: click.Group) -> None:
