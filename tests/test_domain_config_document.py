@@ -76,12 +76,18 @@ def test_invalid_documents_are_refused_naming_the_problem(text: str, message: st
     assert message in str(caught.value)
 
 
-def test_scale_is_clamped_and_a_zero_limit_pauses_without_error() -> None:
-    document = parse("domains: {a.com: {window: 10, hits: 3, scale: 7}, "
-                     "b.com: {window: 10, hits: 3, scale: -1}, c.com: {window: 10, hits: 3, "
+def test_a_limit_that_rounds_to_zero_pauses_without_error() -> None:
+    document = parse("domains: {a.com: {window: 10, hits: 3, scale: 1}, "
+                     "b.com: {window: 10, hits: 3, scale: 0}, c.com: {window: 10, hits: 3, "
                      "scale: 0.1}}")
-    assert [document.throttles[d].scale for d in ("a.com", "b.com", "c.com")] == [1.0, 0.0, 0.1]
     assert [document.throttles[d].limit for d in ("a.com", "b.com", "c.com")] == [3, 0, 0]
+
+
+@pytest.mark.parametrize("scale", ["7", "-0.5", "1.01"])
+def test_a_scale_out_of_range_is_refused(scale: str) -> None:
+    with pytest.raises(DomainConfigError,
+                       match=f"domain 'a.com': scale must be a number from 0 to 1, got {scale}"):
+        parse(f"domains: {{a.com: {{window: 10, hits: 3, scale: {scale}}}}}")
 
 
 def test_an_empty_document_is_the_empty_configuration() -> None:

@@ -8,7 +8,7 @@
       example.com:
         window: 60        # seconds, > 0
         hits: 30          # integer >= 0 (0 pauses the domain)
-        scale: 0.5        # optional, clamped to [0, 1]; floor(hits * scale) = 0 pauses it
+        scale: 0.5        # optional, from 0 to 1; floor(hits * scale) = 0 pauses it
         moderated: false  # optional (our extension): bursts or even spacing, else QUEUE_MODERATED
 
 Domains are matched as the frontier keys its queues: by **registered domain** (tldextract, the
@@ -170,8 +170,10 @@ def _throttles(raw: Any, normalize: Normalize) -> dict[str, DomainThrottle]:
 
 
 def domain_throttle(name: str, entry: Any) -> DomainThrottle:
-    """One domain's entry validated: window > 0, hits an integer >= 0, scale clamped to
-    [0, 1], moderated a boolean; unknown fields refused."""
+    """One domain's entry validated: window > 0, hits an integer >= 0, scale from 0 to 1
+    (floor(hits x scale) = 0 pauses the domain), moderated a boolean; unknown fields refused.
+    (The API's domain-update clamps an out-of-range scale, as the original did; a document is
+    an operator's file, where scale: 5 is a typo.)"""
     if not isinstance(entry, Mapping):
         raise DomainConfigError(f"domain {name!r}: must be a mapping with window and hits")
     unknown = sorted(str(key) for key in entry if key not in DOMAIN_KEYS)
@@ -188,14 +190,15 @@ def domain_throttle(name: str, entry: Any) -> DomainThrottle:
     if isinstance(hits, bool) or not isinstance(hits, int) or hits < 0:
         raise DomainConfigError(f"domain {name!r}: hits must be an integer >= 0, got {hits!r}")
     scale = entry.get("scale", 1.0)
-    if not _is_number(scale) or not math.isfinite(scale):
-        raise DomainConfigError(f"domain {name!r}: scale must be a number, got {scale!r}")
+    if not _is_number(scale) or not math.isfinite(scale) or not 0 <= scale <= 1:
+        raise DomainConfigError(f"domain {name!r}: scale must be a number from 0 to 1, "
+                                f"got {scale!r}")
     moderated = entry.get("moderated")
     if moderated is not None and not isinstance(moderated, bool):
         raise DomainConfigError(f"domain {name!r}: moderated must be true or false, "
                                 f"got {moderated!r}")
-    return DomainThrottle(window_s=float(window), hits=hits,
-                          scale=min(1.0, max(0.0, float(scale))), moderated=moderated)
+    return DomainThrottle(window_s=float(window), hits=hits, scale=float(scale),
+                          moderated=moderated)
 
 
 def _is_number(value: Any) -> bool:
