@@ -70,9 +70,13 @@ class ZookeeperDomainConfigStore:
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], normalize: Normalize, *,
-                      connect_timeout_s: float = CONNECT_TIMEOUT_S) -> ZookeeperDomainConfigStore:
-        """Connects to ``ZOOKEEPER_HOSTS`` within ``connect_timeout_s`` (else
-        ``ZookeeperUnavailableError``); the store owns that client."""
+                      connect_timeout_s: float | None = None) -> ZookeeperDomainConfigStore:
+        """Connects to ``ZOOKEEPER_HOSTS`` within ``connect_timeout_s`` (default
+        ZOOKEEPER_CONNECT_TIMEOUT_S; else ``ZookeeperUnavailableError``); the store owns that
+        client."""
+        if connect_timeout_s is None:
+            connect_timeout_s = float(settings.get("ZOOKEEPER_CONNECT_TIMEOUT_S",
+                                                   CONNECT_TIMEOUT_S))
         hosts = str(settings["ZOOKEEPER_HOSTS"])
         path = node_path(str(settings.get("ZOOKEEPER_ASSIGN_PATH", DEFAULT_ASSIGN_PATH)),
                          str(settings.get("ZOOKEEPER_ID", DEFAULT_ID)))

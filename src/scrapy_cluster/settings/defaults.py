@@ -150,6 +150,10 @@ _declare("ZooKeeper", "ZOOKEEPER_ASSIGN_PATH", "/scrapy-cluster/crawler/",
 _declare("ZooKeeper", "ZOOKEEPER_ID", "all",
          "Name of the domain-configuration node inside ZOOKEEPER_ASSIGN_PATH.", (CR, RM))
 _declare("ZooKeeper", "ZOOKEEPER_HOSTS", "localhost:2181", "ZooKeeper connection string.", (CR, RM))
+_declare("ZooKeeper", "ZOOKEEPER_CONNECT_TIMEOUT_S", 15.0,
+         "Seconds `config` commands wait for ZooKeeper before giving up (longer than one "
+         "connection attempt, which a just-started server may leave unanswered for 10 s).",
+         (CR, RM))
 _declare("ZooKeeper", "DOMAIN_CONFIG_BACKEND", "redis",
          "Where the operators' domain document (throttles, blacklist) lives: `redis`, or "
          "`zookeeper` (mirrored into Redis by `scrapy-cluster config sync`, which `up` runs). "
