@@ -57,3 +57,11 @@ def test_a_send_later_than_the_urgent_limit_is_urgent() -> None:
     assert not book.is_urgent(LateSend("a.com", 1_000, 1_099))
     assert book.is_urgent(LateSend("a.com", 1_000, 1_100))
     assert LateSendBook(late_ms=20).urgent_ms == 20
+
+
+def test_a_request_of_an_unthrottled_domain_is_not_tracked() -> None:
+    book = LateSendBook(late_ms=10)
+    book.dispatched(LeasedRequest(request={}, lease_id="1", domain="a.com",
+                                  dispatched_at_ms=1_000, throttled=False), received_at_s=50.0)
+    assert len(book) == 0
+    assert book.sent("1", now_s=60.0) is None

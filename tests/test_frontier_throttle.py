@@ -356,3 +356,11 @@ def test_a_late_send_never_moves_a_later_moderated_slot_back(redis_client: redis
     late = LateSend("a.com", first.dispatched_at_ms, first.dispatched_at_ms + 50)
     assert frontier.restamp(VIEW, [late]) == 0
     assert frontier.pop(VIEW, 5).wait_s == (second.dispatched_at_ms + 100 - clock()) / 1000
+
+
+def test_a_pop_says_which_requests_took_a_throttle_slot(redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock(), QUEUE_WINDOW=0)
+    DomainConfig(redis_client, frontier).set_throttle("slow.com", DomainThrottle(60, 10))
+    frontier.enqueue_many([req("http://slow.com/1"), req("http://free.com/1")])
+    assert sorted((r.domain, r.throttled) for r in frontier.pop(VIEW, 5).requests) == \
+        [("free.com", False), ("slow.com", True)]

@@ -53,9 +53,11 @@ class LateSendBook:
         self._late: list[LateSend] = []
 
     def dispatched(self, leased: LeasedRequest, received_at_s: float) -> None:
-        """``leased`` came from a pop whose reply arrived at ``received_at_s`` (monotonic)."""
-        self._waiting[leased.lease_id] = _Dispatch(leased.domain, leased.dispatched_at_ms,
-                                                   received_at_s)
+        """``leased`` came from a pop whose reply arrived at ``received_at_s`` (monotonic).
+        A request of an unthrottled domain took no slot: nothing to track or restamp."""
+        if leased.throttled:
+            self._waiting[leased.lease_id] = _Dispatch(leased.domain, leased.dispatched_at_ms,
+                                                       received_at_s)
 
     def sent(self, lease_id: str | None, now_s: float) -> LateSend | None:
         """The request of ``lease_id`` goes out now; returns the late send it made, if any."""

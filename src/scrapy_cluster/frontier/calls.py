@@ -164,13 +164,14 @@ class FrontierCalls:
         """``received_at_s``: ``time.monotonic()`` when the reply arrived (sets ``ready_at_s``)."""
         now_ms, wait_ms = int(reply[0]), int(reply[1])
         leased = []
-        for i in range(2, len(reply), 5):
-            lease_id, domain, priority, crawlid, item = reply[i:i + 5]
+        for i in range(2, len(reply), 6):
+            lease_id, domain, priority, crawlid, item, throttled = reply[i:i + 6]
             crawl = crawlid.decode()
             request = codec.decode_item(item.split(b" ", 1)[1], spiderid=spiderid,
                                         crawlid=crawl, priority=int(priority))
             leased.append(LeasedRequest(request=request, lease_id=lease_id.decode(),
-                                        domain=domain.decode(), dispatched_at_ms=now_ms))
+                                        domain=domain.decode(), dispatched_at_ms=now_ms,
+                                        throttled=bool(int(throttled))))
         wait_s = None if wait_ms < 0 else wait_ms / 1000.0
         return PopResult(requests=leased, wait_s=wait_s, now_ms=now_ms,
                          ready_at_s=waiting.deadline_of(wait_s, received_at_s),

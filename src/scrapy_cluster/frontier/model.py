@@ -26,12 +26,14 @@ class DispatchView:
 
 @dataclass(frozen=True)
 class LeasedRequest:
-    """A dispatched request, leased to its crawler until acked, released or reaped."""
+    """A dispatched request, leased to its crawler until acked, released or reaped.
+    ``throttled``: its domain has a limit, so its dispatch took a throttle slot."""
 
     request: dict[str, Any]
     lease_id: str
     domain: str
     dispatched_at_ms: int
+    throttled: bool = True
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@
 -- ARGV[11] recheck ms for paused or blacklisted domains
 -- ARGV[12] send allowance ms, added to every window (a request may reach the site a little
 --          after its dispatch; the window is counted from the dispatch)
--- Returns {now_ms, wait_ms (-1 nothing queued), then 5 per request: lease id, domain, priority, crawlid, item}.
+-- Returns {now_ms, wait_ms (-1 nothing queued), then 6 per request: lease id, domain, priority,
+-- crawlid, item, 1 when the domain is throttled (its slot may need a late-send restamp) else 0}.
 -- Work per call is bounded by n + lookahead ready entries, whatever the number of domains.
 
 local ready, views, domains = KEYS[1], KEYS[2], KEYS[3]
@@ -91,7 +92,7 @@ local function try_dispatch(domain)
   record_dispatch(window_key, time_key, limit, window_ms, domain_moderated, now)
   reschedule(domain, new_top,
              math.ceil(next_allowed(window_key, time_key, limit, window_ms, domain_moderated, now)))
-  return {domain, priority, crawl, item}
+  return {domain, priority, crawl, item, window_ms > 0 and 1 or 0}
 end
 
 local out = {now, 0}
@@ -120,7 +121,7 @@ while dispatched < n and examined < n + lookahead do
     table.insert(lease_records, cmsgpack.pack(spider, got[1], got[2], got[3], got[4]))
     leased_per_crawl[got[3]] = (leased_per_crawl[got[3]] or 0) + 1
     table.insert(out, id)
-    for _, value in ipairs(got) do table.insert(out, value) end
+    for _, value in ipairs(got) do table.insert(out, value) end  -- the 5 of try_dispatch
   end
 end
 if dispatched > 0 then
