@@ -157,3 +157,10 @@ def test_watch_pointer_follows_the_pointer_and_the_pointed_node(zookeeper_hosts:
         assert watching.stop() == 0
         client.stop()
         client.close()
+
+
+def test_an_unknown_backend_is_refused_by_name(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOMAIN_CONFIG_BACKEND", "etcd")
+    result = run(redis_url, "show")
+    assert result.exit_code == 1
+    assert "DOMAIN_CONFIG_BACKEND must be one of redis, zookeeper, got 'etcd'" in result.output

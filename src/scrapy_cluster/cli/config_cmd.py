@@ -42,6 +42,15 @@ def _opened(cli: CliContext) -> Iterator[tuple[Any, Any]]:
         client.close()
 
 
+def _backend(settings: Any) -> str:
+    from scrapy_cluster.domain_config import backend_name
+
+    try:
+        return backend_name(settings)
+    except ScrapyClusterError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
 @click.group("config")
 def config_group() -> None:
     """The cluster's domain configuration: per-domain throttles and the blacklist."""
@@ -126,7 +135,7 @@ def _watch_pointer(cli: CliContext) -> None:
     from scrapy_cluster.errors import DomainConfigError
 
     settings = cli.settings()
-    if str(settings["DOMAIN_CONFIG_BACKEND"]).lower() != "zookeeper":
+    if _backend(settings) != "zookeeper":
         raise click.ClickException("--pointer needs DOMAIN_CONFIG_BACKEND=zookeeper")
     show, normalize = _Printer(), frontier_domain()
     path = node_path(str(settings["ZOOKEEPER_ASSIGN_PATH"]), str(settings["ZOOKEEPER_ID"]))
@@ -156,7 +165,7 @@ def sync_command(cli: CliContext) -> None:
     from scrapy_cluster.domain_config.sync import Mirror
 
     settings = cli.settings()
-    if str(settings["DOMAIN_CONFIG_BACKEND"]).lower() != "zookeeper":
+    if _backend(settings) != "zookeeper":
         raise click.ClickException("config sync is for DOMAIN_CONFIG_BACKEND=zookeeper; with "
                                    "redis the document is applied when it is written")
     with _opened(cli) as (store, client), _sigterm_as_interrupt():

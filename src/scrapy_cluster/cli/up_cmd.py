@@ -20,7 +20,7 @@ import click
 from scrapy_cluster.cli.context import CliContext, pass_cli_context
 from scrapy_cluster.embedded import ChildSpec, EmbeddedRedis, Supervisor
 from scrapy_cluster.embedded.discovery import clear_running_cluster, write_running_cluster
-from scrapy_cluster.errors import ServiceError
+from scrapy_cluster.errors import ScrapyClusterError, ServiceError
 from scrapy_cluster.settings import Settings
 
 
@@ -57,7 +57,12 @@ def cluster_environment(settings: Settings, redis_url: str) -> dict[str, str]:
 
 
 def _zookeeper_config(settings: Settings) -> bool:
-    return str(settings["DOMAIN_CONFIG_BACKEND"]).lower() == "zookeeper"
+    from scrapy_cluster.domain_config import backend_name
+
+    try:
+        return backend_name(settings) == "zookeeper"
+    except ScrapyClusterError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 @click.command("up")

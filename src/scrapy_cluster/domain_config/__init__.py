@@ -21,20 +21,26 @@ from scrapy_cluster.errors import SettingsError
 BACKENDS = ("redis", "zookeeper")
 
 
+def backend_name(settings: Mapping[str, Any]) -> str:
+    """DOMAIN_CONFIG_BACKEND, lower-cased and checked."""
+    backend = str(settings["DOMAIN_CONFIG_BACKEND"]).lower()
+    if backend not in BACKENDS:
+        raise SettingsError(f"DOMAIN_CONFIG_BACKEND must be one of {', '.join(BACKENDS)}, "
+                            f"got {backend!r}")
+    return backend
+
+
 def open_store(settings: Mapping[str, Any], redis_client: redis.Redis) -> DomainConfigStore:
     """The store DOMAIN_CONFIG_BACKEND names (ZooKeeper connects here; close it after use)."""
-    backend = str(settings["DOMAIN_CONFIG_BACKEND"]).lower()
+    backend = backend_name(settings)
     if backend == "redis":
         from scrapy_cluster.domain_config.redis_store import RedisDomainConfigStore
 
         return RedisDomainConfigStore.from_settings(settings, redis_client)
-    if backend == "zookeeper":
-        from scrapy_cluster.domain_config.zookeeper_store import ZookeeperDomainConfigStore
+    from scrapy_cluster.domain_config.zookeeper_store import ZookeeperDomainConfigStore
 
-        return ZookeeperDomainConfigStore.from_settings(settings, frontier_domain())
-    raise SettingsError(f"DOMAIN_CONFIG_BACKEND must be one of {', '.join(BACKENDS)}, "
-                        f"got {backend!r}")
+    return ZookeeperDomainConfigStore.from_settings(settings, frontier_domain())
 
 
-__all__ = ["BACKENDS", "DomainConfigStore", "DomainDocument", "VersionedDocument",
+__all__ = ["BACKENDS", "DomainConfigStore", "backend_name", "DomainDocument", "VersionedDocument",
            "frontier_domain", "open_store", "update"]
