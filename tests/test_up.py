@@ -26,7 +26,7 @@ from tests.support.services import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-PID_LINE = re.compile(r"\[up\] started (crawler-\d+|kafka-monitor) \(pid (\d+)\)")
+PID_LINE = re.compile(r"\[up\] started (crawler-\d+|kafka-monitor|redis-monitor) \(pid (\d+)\)")
 
 
 class UpProcess:
@@ -155,7 +155,8 @@ def test_up_restarts_a_killed_crawler_and_ctrl_c_stops_every_child(tmp_path: Pat
                                                                    site: SiteServer) -> None:
     env = cluster_env(tmp_path)
     up = UpProcess(tmp_path, env)
-    up.wait_for(lambda: {"kafka-monitor", "crawler-1", "crawler-2"} <= set(up.pids()))
+    up.wait_for(lambda: {"kafka-monitor", "redis-monitor", "crawler-1", "crawler-2"}
+                <= set(up.pids()))
     seed = site.site.url("127.0.0.31", "/p/0.html")
     expected = site.site.expected_urls(seed, 2)
     crawlid = uuid.uuid4().hex[:10]

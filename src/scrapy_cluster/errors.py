@@ -86,3 +86,7 @@ class NotConfigured(ScrapyClusterError):
 
 class PluginError(ScrapyClusterError):
     """A plugin could not be loaded (bad dotted path, missing or broken schema)."""
+
+
+class JobError(ScrapyClusterError):
+    """A Redis Monitor job that can never succeed (missing or wrong fields): dropped, not retried."""

@@ -211,6 +211,16 @@ def redis_monitor_jobs() -> str:
     return "redis-monitor:jobs"
 
 
+def redis_monitor_taken() -> str:
+    """``redis-monitor:taken`` — HASH job key -> stream entry id of the Redis Monitor handling it.
+
+    Written when a monitor takes a job (its key is deleted at the same moment), removed when
+    the job is answered or dropped; lets a monitor that claims a dead monitor's entry resume
+    that job, and tells a duplicate entry of the same key to skip. Owner: redis monitor.
+    """
+    return "redis-monitor:taken"
+
+
 def crawl_timeouts() -> str:
     """``redis-monitor:timeouts`` — sorted set of ``timeout:...`` keys scored by expiry (epoch s).
 
@@ -230,6 +240,25 @@ def stats_key(component: str, *parts: str | int) -> str:
 def heartbeat(component: str, machine: str, *parts: str) -> str:
     """``stats:<component>:self:<machine>[:<spiderid>]:<id>``; TTL HEARTBEAT_TIMEOUT."""
     return ":".join(["stats", component, "self", machine, *parts])
+
+
+def heartbeat_index(component: str) -> str:
+    """``stats:<component>:self`` — ZSET ``<machine>:<parts...>`` -> epoch s of its last heartbeat.
+
+    Written beside every heartbeat key (same pipeline), so readers list a component's nodes
+    without scanning; members older than HEARTBEAT_TIMEOUT are dead and removed (with their
+    heartbeat keys) by the stats reader. Owner: stats.
+    """
+    return f"stats:{component}:self"
+
+
+def crawler_stats_sources() -> str:
+    """``stats:crawler:_sources`` — SET of ``<hostname>:<spiderid>`` whose crawler stats exist.
+
+    Written by each crawler's stats flush; the stats reader sums ``stats:crawler:<hostname>:
+    <spiderid>:<status>:<window>`` over it instead of scanning. Owner: crawler; permanent.
+    """
+    return "stats:crawler:_sources"
 
 
 def stats_name(key_prefix: str, *parts: str | int) -> str:
@@ -276,3 +305,46 @@ def crawler_domain_last_statuses(domain: str) -> str:
     """``crawler:domain_status:<domain>:last`` — LIST of the last CRAWLER_STATUS_LAST_N statuses,
     newest at the right (RPUSH + LTRIM). TTL one day after the last write."""
     return f"crawler:domain_status:{domain}:last"
+
+
+# --- Circuit breaker and domain pauses (owners named per key) ---------------------
+
+def domain_paused() -> str:
+    """``domain-config:paused`` — HASH domain -> epoch ms until which no crawler dispatches it.
+
+    Written by the Redis Monitor's circuit breaker (pause, halt) and by crawlers on a 429/503
+    ``Retry-After`` (``lua/domain_pause.lua``: only ever later); read by the frontier's pop.
+    A halt is ``frontier.pause.HALT_UNTIL_MS`` (2^50 ms, i.e. never). An entry leaves on
+    resume, or at the first pop that finds it over. No TTL.
+    """
+    return "domain-config:paused"
+
+
+def crawler_domain_status_domains() -> str:
+    """``crawler:domain_status:domains`` — ZSET domain -> epoch ms of its last status write.
+
+    Index of the domains with ``crawler:domain_status:<domain>:*`` keys, so the circuit
+    breaker never scans. Owner: crawler (with every status flush); members older than one day
+    are trimmed then, and the key expires one day after the last write.
+    """
+    return "crawler:domain_status:domains"
+
+
+def circuit_breaker_state() -> str:
+    """``circuit-breaker:state`` — HASH domain -> JSON ``{state, since_ms, until_ms, reason,
+    errors, responses}`` of each paused or halted domain.
+
+    Owner: Redis Monitor (circuit breaker). An entry leaves when its pause is over or the
+    domain is resumed. No TTL.
+    """
+    return "circuit-breaker:state"
+
+
+def circuit_breaker_counted_from() -> str:
+    """``circuit-breaker:counted-from`` — ZSET domain -> epoch ms from which its statuses count.
+
+    Set when a pause ends or a domain is resumed, so errors from before are not counted again.
+    Owner: Redis Monitor (circuit breaker); members older than CRAWLER_STATUS_WINDOW_S are
+    trimmed by every evaluation. No TTL.
+    """
+    return "circuit-breaker:counted-from"

@@ -19,6 +19,7 @@ _SUBCOMMAND_MODULES = (
     "scrapy_cluster.cli.settings_cmd",
     "scrapy_cluster.cli.bus_cmd",
     "scrapy_cluster.cli.kafka_monitor_cmd",
+    "scrapy_cluster.cli.redis_monitor_cmd",
     "scrapy_cluster.cli.crawler_cmd",
     "scrapy_cluster.cli.up_cmd",
     "scrapy_cluster.cli.demo_cmd",

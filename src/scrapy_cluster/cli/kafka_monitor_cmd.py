@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,20 +32,10 @@ def kafka_monitor_group() -> None:
 @pass_cli_context
 def run_command(cli: CliContext) -> None:
     """Consume KAFKA_INCOMING_TOPIC in group KAFKA_GROUP until SIGINT/SIGTERM."""
+    from scrapy_cluster.cli.serving import serve
     from scrapy_cluster.kafka_monitor.app import open_monitor
-    from scrapy_cluster.log import configure_logging
 
-    settings = cli.settings("kafka-monitor")
-    logger = configure_logging(settings)
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-    try:
-        with open_monitor(settings, logger) as monitor:
-            monitor.run(stop.is_set)
-    except ScrapyClusterError as exc:
-        raise click.ClickException(str(exc)) from exc
-    logger.info("Kafka Monitor stopped")
+    serve(cli.settings("kafka-monitor"), open_monitor, "Kafka Monitor")
 
 
 @click.command("feed")

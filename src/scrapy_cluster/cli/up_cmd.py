@@ -28,7 +28,7 @@ def embedded_components(crawlers: int, spider: str, *,
                         config_sync: bool = False) -> list[tuple[str, list[str]]]:
     """(name, scrapy-cluster arguments) of every process the embedded cluster runs;
     ``config_sync`` adds the mirror of a ZooKeeper domain configuration."""
-    components = [("kafka-monitor", ["kafka-monitor", "run"])]
+    components = [("kafka-monitor", ["kafka-monitor", "run"]), ("redis-monitor", ["redis-monitor"])]
     if config_sync:
         components.append(("config-sync", ["config", "sync"]))
     components += [(f"crawler-{i}", ["crawler", "--spider", spider]) for i in range(1, crawlers + 1)]

@@ -4,11 +4,13 @@ Spider middlewares: ``MetaPassthroughMiddleware`` (children inherit the crawl-AP
 ``LeaseFinishMiddleware`` (a page's lease is finished once its outputs are handled).
 Downloader middlewares: ``FrontierRetryMiddleware`` (retries go back to the frontier),
 ``CrawlCookiesMiddleware`` (per-request cookies, no shared jar) and
-``ResponseStatsMiddleware`` (status counts, see ``stats.py``).
+``ResponseStatsMiddleware`` (status counts, see ``stats.py``; a 429/503 ``Retry-After`` pauses
+the domain cluster-wide, see ``retry_after.py``).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -16,19 +18,28 @@ from scrapy import Request, Spider
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response
+from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 from twisted.internet import task
 
 from scrapy_cluster.crawler import meta as crawl_meta
 from scrapy_cluster.crawler.config import cluster_settings, hostname
+from scrapy_cluster.crawler.retry_after import RetryAfterPauser
 from scrapy_cluster.crawler.scheduler import DistributedScheduler
-from scrapy_cluster.crawler.stats import ResponseStats
+from scrapy_cluster.crawler.stats import NO_RESPONSE, ResponseStats
 from scrapy_cluster.frontier.codec import DomainExtractor
+from scrapy_cluster.frontier.pause import DomainPauses
 from scrapy_cluster.redis_conn import RedisConfig
 
 
 class RequeuedForRetry(IgnoreRequest):
     """The request went back to the frontier for another try; no item is produced now."""
+
+
+def retry_exceptions(settings: BaseSettings) -> tuple[type[BaseException], ...]:
+    """Scrapy's RETRY_EXCEPTIONS as classes: the download failures worth another try."""
+    return tuple(load_object(path) if isinstance(path, str) else path
+                 for path in settings.getlist("RETRY_EXCEPTIONS"))
 
 
 def cluster_scheduler(crawler: Crawler) -> DistributedScheduler | None:
@@ -129,11 +140,9 @@ class FrontierRetryMiddleware:
         settings = crawler.settings
         if not settings.getbool("CLUSTER_RETRY_ENABLED", True):
             raise NotConfigured("CLUSTER_RETRY_ENABLED is off")
-        exceptions = tuple(load_object(path) if isinstance(path, str) else path
-                           for path in settings.getlist("RETRY_EXCEPTIONS"))
         return cls(crawler, max_retries=settings.getint("RETRY_TIMES"),
                    http_codes={int(c) for c in settings.getlist("RETRY_HTTP_CODES")},
-                   exceptions=exceptions, priority_adjust=settings.getint("RETRY_PRIORITY_ADJUST"))
+                   exceptions=retry_exceptions(settings), priority_adjust=settings.getint("RETRY_PRIORITY_ADJUST"))
 
     def _requeue(self, request: Request) -> bool:
         if request.meta.get("dont_retry"):
@@ -178,10 +187,20 @@ def _text(value: Any) -> str:
 
 
 class ResponseStatsMiddleware:
-    """Counts each crawl response's status per spider and domain; flushes every STATS_CYCLE."""
+    """Counts each crawl response's status per spider and domain; flushes every STATS_CYCLE.
 
-    def __init__(self, stats: ResponseStats, cycle_s: float) -> None:
+    A download failure in RETRY_EXCEPTIONS (connection failure, timeout) counts as status 0
+    (``NO_RESPONSE``). Its order (860) puts it nearer the downloader than
+    ``FrontierRetryMiddleware`` (550), so it sees every response and failure before a retry
+    is requeued. A 429/503 with ``Retry-After`` pauses the domain for the whole cluster at once.
+    """
+
+    def __init__(self, stats: ResponseStats, cycle_s: float, *,
+                 no_response: tuple[type[BaseException], ...] = (),
+                 retry_after: RetryAfterPauser | None = None) -> None:
         self.stats = stats
+        self.no_response = no_response
+        self.retry_after = retry_after
         self._domain = DomainExtractor()
         self._loop = task.LoopingCall(stats.flush)
         self._cycle_s = cycle_s
@@ -195,7 +214,10 @@ class ResponseStatsMiddleware:
         spider_name = crawler.spidercls.name
         middleware = cls(ResponseStats.from_settings(settings, client, hostname=hostname(),
                                                      spiderid=spider_name),
-                         float(settings["STATS_CYCLE"]))
+                         float(settings["STATS_CYCLE"]),
+                         no_response=retry_exceptions(crawler.settings),
+                         retry_after=RetryAfterPauser(DomainPauses(client),
+                                                      max_s=float(settings["RETRY_AFTER_MAX_S"])))
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
         return middleware
@@ -208,12 +230,27 @@ class ResponseStatsMiddleware:
             self._loop.stop()
         self.stats.flush()
 
+    def domain_of(self, url: str) -> str:
+        """The frontier's domain of ``url`` (its registered domain), so keys match the queue's."""
+        try:
+            return self._domain(url)
+        except Exception:  # noqa: BLE001 - odd URL: count it under its raw netloc
+            return url.split("/")[2] if "//" in url else "unknown"
+
     def process_response(self, request: Request, response: Response,
                          spider: Spider | None = None) -> Response:
         if request.meta.get("crawlid") is not None:
-            try:
-                domain = self._domain(request.url)
-            except Exception:  # noqa: BLE001 - odd URL: count it under its raw netloc
-                domain = request.url.split("/")[2] if "//" in request.url else "unknown"
+            domain = self.domain_of(request.url)
             self.stats.record(domain, response.status)
+            if self.retry_after is not None:
+                header = response.headers.get(b"Retry-After")
+                wait_s = self.retry_after.wait_s(
+                    response.status, _text(header) if header is not None else None, time.time())
+                if wait_s > 0:
+                    self.retry_after.apply(domain, wait_s)
         return response
+
+    def process_exception(self, request: Request, exception: Exception,
+                          spider: Spider | None = None) -> None:
+        if request.meta.get("crawlid") is not None and isinstance(exception, self.no_response):
+            self.stats.record(self.domain_of(request.url), NO_RESPONSE)

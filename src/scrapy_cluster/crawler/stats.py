@@ -6,8 +6,12 @@ round trip (a pipeline) writes:
 * ``stats:crawler:<hostname>:<spiderid>:<status>:<window>`` rolling windows (``STATS_TIMES``)
   and ``...:lifetime`` for the codes in ``STATUS_RESPONSE_CODES`` (when ``STATS_STATUS_CODES``);
 * per domain, the status window and the last N statuses the circuit breaker reads
-  (``keys.crawler_domain_status_window`` / ``keys.crawler_domain_last_statuses``);
-* the heartbeat ``stats:crawler:self:<hostname>:<spiderid>:<id>`` with TTL HEARTBEAT_TIMEOUT.
+  (``keys.crawler_domain_status_window`` / ``keys.crawler_domain_last_statuses``), and the
+  index of those domains (``keys.crawler_domain_status_domains``). A request that got no
+  response (connection failure, timeout) counts as status ``NO_RESPONSE`` (0);
+* ``<hostname>:<spiderid>`` in ``stats:crawler:_sources`` (so stats readers find the counters);
+* the heartbeat ``stats:crawler:self:<hostname>:<spiderid>:<id>`` with TTL HEARTBEAT_TIMEOUT,
+  scored in ``stats:crawler:self``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from scrapy_cluster import keys
 from scrapy_cluster.stats import WindowedStats
 
 DOMAIN_KEYS_TTL_S = 86_400
+NO_RESPONSE = 0
+"""The status recorded for a request that got no response (connection failure, timeout)."""
 logger = logging.getLogger(__name__)
 
 
@@ -70,6 +76,10 @@ class ResponseStats:
                     self.windowed.increment(str(status), pipe=pipe, amount=count)
         for domain, seen in by_domain.items():
             self._queue_domain(pipe, domain, seen)
+        if by_domain:
+            self._queue_index(pipe, by_domain)
+        if codes:
+            pipe.sadd(keys.crawler_stats_sources(), f"{self.hostname}:{self.spiderid}")
         self.windowed.heartbeat(self.hostname, self.spiderid, self.instance_id, pipe=pipe)
         try:
             pipe.execute()
@@ -87,3 +97,11 @@ class ResponseStats:
         pipe.rpush(last_key, *[status for status, _ in seen])
         pipe.ltrim(last_key, -self.last_n, -1)
         pipe.expire(last_key, DOMAIN_KEYS_TTL_S)
+
+    @staticmethod
+    def _queue_index(pipe: Any, by_domain: Mapping[str, list[tuple[int, int]]]) -> None:
+        index = keys.crawler_domain_status_domains()
+        newest_ms = {domain: seen[-1][1] for domain, seen in by_domain.items()}
+        pipe.zadd(index, newest_ms, gt=True)
+        pipe.zremrangebyscore(index, "-inf", max(newest_ms.values()) - DOMAIN_KEYS_TTL_S * 1000)
+        pipe.expire(index, DOMAIN_KEYS_TTL_S)

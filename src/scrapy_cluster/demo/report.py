@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from scrapy_cluster.testing.politeness import Limit, max_in_window, span_utilisation
@@ -50,6 +51,9 @@ class DemoReport:
     disallowed_fetched: set[str]
     errors: dict[str, str] = field(default_factory=dict)
     rates: list[DomainRate] = field(default_factory=list)
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """API answers by name: ``info`` (asked halfway through the crawl) and ``stats``."""
+    api_failures: list[str] = field(default_factory=list)
 
     @property
     def unexplained_errors(self) -> dict[str, str]:
@@ -71,7 +75,7 @@ class DemoReport:
 
     def failures(self) -> list[str]:
         """Why the demo failed; empty when every check passed."""
-        reasons = []
+        reasons = list(self.api_failures)
         if self.missing:
             reasons.append(f"{len(self.missing)} expected page(s) not crawled: "
                            + ", ".join(sorted(self.missing)[:5]))
@@ -130,7 +134,30 @@ def render_summary(report: DemoReport) -> str:
               f"(duplicates {len(report.duplicates)})",
               f"robots.txt-disallowed pages linked {len(report.disallowed_linked)}, "
               f"skipped {len(report.disallowed_linked - report.disallowed_fetched)}"]
+    lines += render_answers(report.answers)
     return "\n".join(lines)
+
+
+def render_answers(answers: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The API answers the demo asked for, in a few lines each."""
+    lines: list[str] = []
+    info = answers.get("info")
+    if info:
+        domains = ", ".join(f"{name} {counts['total']}" for name, counts in
+                            sorted(info.get("domains", {}).items()))
+        lines += ["", "info answer (asked halfway, through the API):",
+                  f"  crawl {info.get('crawlid')}: {info.get('total_pending')} pending over "
+                  f"{info.get('total_domains')} domain(s)" + (f" ({domains})" if domains else "")]
+    stats = answers.get("stats")
+    if stats:
+        spiders = stats.get("spiders", {})
+        codes = {code: windows.get("lifetime", 0)
+                 for code, windows in spiders.get("link", {}).items() if code != "count"}
+        lines += ["", "stats answer (crawler, through the API):",
+                  f"  live spiders {spiders.get('total_spider_count')}, link responses "
+                  f"(lifetime) {codes}, machines {stats.get('machines', {}).get('count')}, "
+                  f"backlog {stats.get('queues', {}).get('total_backlog')}"]
+    return lines
 
 
 def count_results(items: Iterable[Mapping[str, object]]) -> tuple[Counter[str], dict[str, int],

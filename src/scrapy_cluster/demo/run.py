@@ -16,21 +16,18 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 import redis
 from tqdm import tqdm
 
 from scrapy_cluster.bus import create_bus, topics
+from scrapy_cluster.demo.api import ApiClient
 from scrapy_cluster.demo.report import DemoReport, count_results, domain_rate
 from scrapy_cluster.demo.site import DemoDomain, DemoSiteServer, is_disallowed
 from scrapy_cluster.embedded import ChildSpec, EmbeddedRedis, Supervisor
-from scrapy_cluster.frontier import Frontier
-from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
-from scrapy_cluster.kafka_monitor.feed import Feeder
 from scrapy_cluster.settings import Settings
 
 DEMO_DOMAINS = (
@@ -84,33 +81,49 @@ def run_demo(settings: Settings, options: DemoOptions, echo: Callable[[str], Non
         env = cluster_env(redis_url)
         demo_settings = settings.with_overrides({"REDIS_URL": redis_url, "BUS_BACKEND": "redis"})
         client = redis.Redis.from_url(redis_url)
-        configure_throttles(demo_settings, client)
         seed = site.site.url(DEMO_DOMAINS[0].host, "/p/0.html")
         expected = site.site.expected_urls(seed, MAXDEPTH)
         supervisor = Supervisor(_children(options.crawlers, env), sink=_quiet_sink(echo))
         echo(f"demo: site on {', '.join(d.host for d in DEMO_DOMAINS)} port {site.site.port}; "
-             f"starting the Kafka Monitor and {options.crawlers} crawler(s) on {redis_url}")
+             f"starting the Kafka Monitor, the Redis Monitor and {options.crawlers} crawler(s) "
+             f"on {redis_url}")
         supervisor.start()
+        bus = create_bus(demo_settings, redis_client=client)
+        api = ApiClient(bus, demo_settings)
         try:
-            items = _crawl(demo_settings, client, seed, expected, options)
+            api_failures = configure_throttles(api)
+            crawl = _crawl(demo_settings, bus, api, seed, expected, options) if not api_failures \
+                else CrawlOutcome([], {})
         finally:
+            api.close()
+            bus.close()
             supervisor.stop(timeout_s=10.0)
             client.close()
-        report = build_report(site, expected, items, seed, demo_settings)
+        report = build_report(site, expected, crawl.items, seed, demo_settings)
+        report.api_failures = api_failures + crawl.api_failures
+        report.answers = crawl.answers
     return finish(report, echo)
 
 
-def configure_throttles(settings: Settings, client: redis.Redis) -> None:
-    frontier = Frontier.from_settings(settings, client)
-    config = DomainConfig(client, frontier)
-    for domain in DEMO_DOMAINS:
-        config.set_throttle(domain.host, DomainThrottle(window_s=domain.window_s, hits=domain.hits,
-                                                        moderated=domain.moderated))
+def configure_throttles(api: ApiClient, timeout_s: float = 30.0) -> list[str]:
+    """Set each demo domain's limit with a ``domain-update`` request, as an application would,
+    and wait for the Redis Monitor's answers; returns what went wrong."""
+    uids = {api.send({"appid": "demo", "action": "domain-update", "domain": domain.host,
+                      "hits": domain.hits, "window": domain.window_s,
+                      **({"moderated": domain.moderated} if domain.moderated is not None
+                         else {})}): domain.host for domain in DEMO_DOMAINS}
+    answers = api.wait(list(uids), timeout_s)
+    failures = [f"no answer to domain-update of {host} within {timeout_s:g}s"
+                for uid, host in uids.items() if uid not in answers]
+    failures += [f"domain-update of {uids[uid]} failed: {answer['error']}"
+                 for uid, answer in answers.items() if answer.get("error")]
+    return failures
 
 
 def _children(crawlers: int, env: dict[str, str]) -> list[ChildSpec]:
     base = [sys.executable, "-m", "scrapy_cluster"]
-    specs = [ChildSpec("kafka-monitor", [*base, "kafka-monitor", "run"], env)]
+    specs = [ChildSpec("kafka-monitor", [*base, "kafka-monitor", "run"], env),
+             ChildSpec("redis-monitor", [*base, "redis-monitor"], env)]
     specs += [ChildSpec(f"crawler-{i}", [*base, "crawler", "--spider", "link"], env)
               for i in range(1, crawlers + 1)]
     return specs
@@ -121,29 +134,47 @@ def _quiet_sink(echo: Callable[[str], None]) -> Callable[[str], None]:
     return lambda line: echo(line) if ("ERROR" in line or "Traceback" in line) else None
 
 
-def _crawl(settings: Settings, client: redis.Redis, seed: str, expected: set[str],
-           options: DemoOptions) -> list[dict[str, Any]]:
+@dataclass
+class CrawlOutcome:
+    items: list[dict[str, Any]]
+    answers: dict[str, dict[str, Any]]
+    api_failures: list[str] = field(default_factory=list)
+
+
+def _crawl(settings: Settings, bus: Any, api: ApiClient, seed: str, expected: set[str],
+           options: DemoOptions) -> CrawlOutcome:
+    """Feed the crawl, collect its pages; ask for its ``info`` halfway and for ``crawler``
+    stats at the end, through the API."""
     crawlid = uuid.uuid4().hex[:12]
-    bus = create_bus(settings, redis_client=client)
     consumer = bus.consumer([topics.crawled_firehose(settings["KAFKA_TOPIC_PREFIX"])],
                             f"demo-watch-{crawlid}", from_beginning=True)
-    producer = bus.producer()
     try:
-        request = {"url": seed, "appid": "demo", "crawlid": crawlid, "maxdepth": MAXDEPTH}
-        Feeder.from_settings(settings, producer).feed_one(orjson.dumps(request))
-        return _collect(consumer, crawlid, expected, options)
+        api.send({"url": seed, "appid": "demo", "crawlid": crawlid, "maxdepth": MAXDEPTH})
+        info_request = {"action": "info", "appid": "demo", "spiderid": "link",
+                        "crawlid": crawlid}
+        asked: dict[str, str] = {}
+
+        def halfway() -> None:
+            asked["info"] = api.send(info_request)
+
+        items = _collect(consumer, crawlid, expected, options, halfway)
+        asked["stats"] = api.send({"appid": "demo", "stats": "crawler"})
+        got = api.wait(list(asked.values()), timeout_s=15.0)
+        answers = {name: got[uid] for name, uid in asked.items() if uid in got}
+        failures = [f"no answer to the {name} request within 15s"
+                    for name in asked if name not in answers]
+        return CrawlOutcome(items, answers, failures)
     finally:
-        producer.close()
         consumer.close()
-        bus.close()
 
 
-def _collect(consumer: Any, crawlid: str, expected: set[str],
-             options: DemoOptions) -> list[dict[str, Any]]:
+def _collect(consumer: Any, crawlid: str, expected: set[str], options: DemoOptions,
+             halfway: Callable[[], None]) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     seen: set[str] = set()
     deadline = time.monotonic() + options.timeout_s
     done_at: float | None = None
+    asked = False
     with tqdm(total=len(expected), desc="pages", unit="page",
               disable=not options.show_progress) as bar:
         while time.monotonic() < deadline and (done_at is None or time.monotonic() < done_at):
@@ -156,6 +187,9 @@ def _collect(consumer: Any, crawlid: str, expected: set[str],
                         seen.add(value["url"])
                         bar.update(1)
             consumer.ack(batch)
+            if not asked and 2 * len(seen) >= len(expected):
+                halfway()
+                asked = True
             if done_at is None and seen >= expected:
                 done_at = time.monotonic() + options.grace_s
     return items

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from scrapy_cluster.frontier.aio import AsyncFrontier
 from scrapy_cluster.frontier.model import (
+    Backlog,
     Clock,
     CrawlInfo,
     DispatchView,
@@ -17,11 +18,12 @@ from scrapy_cluster.frontier.model import (
     LateSend,
     LeasedRequest,
     PopResult,
+    PurgeResult,
 )
 from scrapy_cluster.frontier.sync import Frontier
 
 __all__ = [
-    "AsyncFrontier", "Clock", "CrawlInfo", "DispatchView", "DomainCount", "EnqueueResult",
-    "Frontier", "LateSend", "LeasedRequest", "PopResult",
+    "AsyncFrontier", "Backlog", "Clock", "CrawlInfo", "DispatchView", "DomainCount", "EnqueueResult",
+    "Frontier", "LateSend", "LeasedRequest", "PopResult", "PurgeResult",
 ]
 

@@ -122,10 +122,9 @@ class AsyncFrontier:
         for crawl in crawlids:
             phase = "q0"
             while phase != "done":
-                count, next_phase = await self._run(
-                    self.scripts.purge, self.calls.purge(spiderid, appid, crawl, phase))
-                removed += int(count)
-                phase = next_phase.decode() if isinstance(next_phase, bytes) else next_phase
+                queued, leases, phase = self.calls.parse_purge(await self._run(
+                    self.scripts.purge, self.calls.purge(spiderid, appid, crawl, phase)))
+                removed += queued + leases
         return removed
 
     async def touch_domain(self, domain: str) -> int:

@@ -18,6 +18,7 @@ from scrapy_cluster import keys
 from scrapy_cluster.errors import InvalidRequestError
 from scrapy_cluster.frontier import codec, waiting
 from scrapy_cluster.frontier.model import (
+    Backlog,
     CrawlInfo,
     DispatchView,
     DomainCount,
@@ -152,7 +153,7 @@ class FrontierCalls:
         call_keys = [keys.dispatch_ready(spider, self.view_name(view)), keys.dispatch_views(spider),
                      keys.spider_domains(spider), keys.domain_throttle_config(),
                      keys.domain_blacklist(), keys.frontier_leases(), keys.frontier_lease_items(),
-                     keys.frontier_lease_sequence()]
+                     keys.frontier_lease_sequence(), keys.domain_paused()]
         args = [self._throttle_templates(view), spider, self.view_name(view), min(n, MAX_POP),
                 _now_arg(now_ms),
                 policy.lookahead, policy.hits, policy.window_ms, "1" if policy.moderated else "0",
@@ -216,11 +217,32 @@ class FrontierCalls:
         info.crawlids.sort()
         return info
 
+    def app_summary(self, spiderid: str, appid: str) -> Call:
+        return [keys.app_crawls(spiderid, appid)], [self._templates, spiderid]
+
+    def backlog(self, most_domains: int) -> Call:
+        return [keys.frontier_spiders()], [self._templates, int(most_domains)]
+
+    @staticmethod
+    def parse_backlog(reply: Sequence[Any]) -> dict[str, Backlog]:
+        result: dict[str, Backlog] = {}
+        for i in range(0, len(reply), 3):
+            flat = reply[i + 2]
+            domains = {flat[j].decode(): int(flat[j + 1]) for j in range(0, len(flat), 2)}
+            result[reply[i].decode()] = Backlog(total=int(reply[i + 1]), domains=domains)
+        return dict(sorted(result.items()))
+
     def purge(self, spiderid: str, appid: str, crawlid: str, phase: str) -> Call:
         return ([keys.crawl_blacklist(spiderid), keys.spider_domains(spiderid),
                  keys.app_crawls(spiderid, appid), keys.crawl_counts(spiderid, crawlid),
                  keys.frontier_leases(), keys.frontier_lease_items()],
                 [self._templates, spiderid, crawlid, self.policy.purge_chunk, phase])
+
+    @staticmethod
+    def parse_purge(reply: Sequence[Any]) -> tuple[int, int, str]:
+        """``(queued removed, leases removed, next phase)`` of one purge chunk."""
+        phase = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
+        return int(reply[0]), int(reply[2]), phase
 
     def touch(self, domain: str, now_ms: int | None) -> Call:
         return [keys.frontier_spiders()], [self._templates, domain, _now_arg(now_ms)]

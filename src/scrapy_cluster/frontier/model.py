@@ -113,3 +113,23 @@ class CrawlInfo:
                                "low_priority": count.low_priority}
                         for name, count in sorted(self.domains.items())},
         }
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    """What a purge removed: queued requests and in-flight leases."""
+
+    queued: int = 0
+    in_flight: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.queued + self.in_flight
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """Queued requests of one spider: the total and the count per domain."""
+
+    total: int
+    domains: dict[str, int]

@@ -23,6 +23,8 @@ FRONTIER_SCRIPTS = {
     "purge": "frontier_purge.lua",
     "touch": "domain_config_touch.lua",
     "restamp": "frontier_restamp.lua",
+    "backlog": "frontier_backlog.lua",
+    "app_info": "frontier_app_info.lua",
 }
 
 
@@ -58,3 +60,5 @@ class FrontierScripts:
     purge: Any
     touch: Any
     restamp: Any
+    backlog: Any
+    app_info: Any

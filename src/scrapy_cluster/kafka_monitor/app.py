@@ -11,8 +11,8 @@ from scrapy_cluster.bus import create_bus, topics
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.kafka_monitor.loader import build_plugins, build_validator, plugin_classes
 from scrapy_cluster.kafka_monitor.monitor import KafkaMonitor
-from scrapy_cluster.kafka_monitor.upkeep import process_identity
 from scrapy_cluster.redis_conn import RedisConfig
+from scrapy_cluster.upkeep import process_identity
 
 
 @contextmanager

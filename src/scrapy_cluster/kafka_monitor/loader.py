@@ -12,38 +12,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis
-from scrapy.utils.misc import load_object
 
-from scrapy_cluster.errors import NotConfigured, PluginError
+from scrapy_cluster.errors import NotConfigured
 from scrapy_cluster.kafka_monitor.plugins.base import BaseHandler, CrawlFrontier
 from scrapy_cluster.kafka_monitor.validation import RequestValidator
+from scrapy_cluster.plugins import ranked_classes
 
 
 def plugin_classes(settings: Mapping[str, Any]) -> list[type[BaseHandler]]:
     """The enabled plugin classes, lowest rank first (ties by dotted path)."""
-    configured = settings.get("PLUGINS") or {}
-    if not isinstance(configured, Mapping):
-        raise PluginError(f"PLUGINS must be a dict of 'dotted.path.Class': rank, "
-                          f"not {type(configured).__name__}")
-    enabled = sorted((_rank(path, rank), path) for path, rank in configured.items()
-                     if rank is not None)
-    return [_load_class(path) for _, path in enabled]
-
-
-def _rank(path: str, rank: Any) -> float:
-    if isinstance(rank, bool) or not isinstance(rank, (int, float)):
-        raise PluginError(f"PLUGINS[{path!r}] must be a number or None, not {rank!r}")
-    return float(rank)
-
-
-def _load_class(path: str) -> type[BaseHandler]:
-    try:
-        loaded = load_object(path)
-    except (ImportError, NameError, AttributeError, ValueError) as exc:
-        raise PluginError(f"cannot load plugin {path!r}: {exc}") from exc
-    if not (isinstance(loaded, type) and issubclass(loaded, BaseHandler)):
-        raise PluginError(f"plugin {path!r} is not a BaseHandler subclass")
-    return loaded
+    return ranked_classes(settings, BaseHandler)
 
 
 def build_validator(classes: list[type[BaseHandler]],

@@ -19,11 +19,11 @@ from typing import Any, Protocol
 import redis
 
 from scrapy_cluster.errors import BusError
-from scrapy_cluster.kafka_monitor.outage import Backoff, is_redis_outage
 from scrapy_cluster.kafka_monitor.plugins.base import BaseHandler, Failures
-from scrapy_cluster.kafka_monitor.upkeep import Heartbeat, StatsDump
 from scrapy_cluster.kafka_monitor.validation import Accepted, RequestValidator
+from scrapy_cluster.outage import Backoff, is_redis_outage
 from scrapy_cluster.stats import WindowedStats
+from scrapy_cluster.upkeep import Heartbeat, StatsDump
 
 TOTAL, FAIL = "total", "fail"
 

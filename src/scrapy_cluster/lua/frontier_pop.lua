@@ -5,6 +5,9 @@
 -- KEYS[4]  domain throttle config HASH (domain-config:throttle)
 -- KEYS[5]  domain blacklist SET (domain-config:blacklist)
 -- KEYS[6]  leases ZSET, KEYS[7] lease records HASH, KEYS[8] lease id counter
+-- KEYS[9]  paused domains HASH (domain-config:paused): domain -> ms until which it is not
+--          dispatched (circuit breaker, Retry-After; a halt is 2^50). Its items stay queued; an
+--          entry found over is removed.
 -- ARGV[1]  key templates (JSON, see frontier_lib.lua; plus throttle_window/throttle_time of this view)
 -- ARGV[2]  spiderid          ARGV[3]  view name
 -- ARGV[4]  n (at most 1000)    ARGV[5]  now ms, or '' for Redis server time
@@ -25,6 +28,7 @@ local now = now_ms(ARGV[5])
 local lookahead, default_hits, default_window_ms = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local moderated, lease_ms, recheck_ms = ARGV[9] == '1', tonumber(ARGV[10]), tonumber(ARGV[11])
 local allowance_ms = tonumber(ARGV[12])
+local any_paused = redis.call('HLEN', KEYS[9]) > 0
 
 if not redis.call('ZSCORE', views, view) then
   -- a new (or pruned) view starts with every non-empty domain due; pops correct it lazily
@@ -68,6 +72,20 @@ local function reschedule(domain, top, allowed_ms)
   end
 end
 
+-- True when the domain is paused: its ready entry is re-scored to the end of the pause, or
+-- to the recheck if sooner (a resume touches the domain, so it is not waited for).
+local function held_by_pause(domain, priority)
+  if not any_paused then return false end
+  local until_ms = tonumber(redis.call('HGET', KEYS[9], domain))
+  if not until_ms then return false end
+  if until_ms <= now then
+    redis.call('HDEL', KEYS[9], domain)
+    return false
+  end
+  redis.call('ZADD', ready, ready_score(math.min(until_ms, now + recheck_ms), priority), domain)
+  return true
+end
+
 -- Returns {domain, priority, crawl, item} when dispatched, nil when the entry was corrected.
 local function try_dispatch(domain)
   local index = domain_index_key(spider, domain)
@@ -75,6 +93,7 @@ local function try_dispatch(domain)
   local top = head[1]
   if not top then return reschedule(domain, nil, now) end
   local priority, crawl = parse_member(top)
+  if held_by_pause(domain, priority) then return nil end
   local limit, window_ms, domain_moderated = domain_throttle(KEYS[4], domain, defaults)
   if limit <= 0 or redis.call('SISMEMBER', KEYS[5], domain) == 1 then
     redis.call('ZADD', ready, ready_score(now + recheck_ms, priority), domain)

@@ -6,11 +6,12 @@
 -- ARGV[1]  key templates (JSON)         ARGV[2]  spiderid     ARGV[3]  crawlid
 -- ARGV[4]  most requests removed in this chunk
 -- ARGV[5]  phase: 'q<cursor>' (start with 'q0') or 'l<cursor>', as returned by the previous chunk
--- Returns {removed in this chunk, next phase ('done' when finished)}.
+-- Returns {queued requests removed in this chunk, next phase ('done' when finished),
+--          leases (in-flight requests) removed in this chunk}.
 
 local spider, crawl, budget, phase = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local counts = KEYS[4]
-local removed = 0
+local removed, leased = 0, 0
 redis.call('SADD', KEYS[1], crawl)
 
 local function drop_subqueue(field)
@@ -38,14 +39,14 @@ if string.sub(phase, 1, 1) == 'q' then
   local scan = redis.call('HSCAN', counts, cursor, 'COUNT', 100)
   local fields = scan[2]
   for i = 1, #fields, 2 do
-    if budget <= 0 then return {removed, phase} end
+    if budget <= 0 then return {removed, phase, 0} end
     if fields[i] ~= LEASED_FIELD then
       local taken = drop_subqueue(fields[i])
       removed, budget = removed + taken, budget - taken
     end
   end
-  if budget <= 0 then return {removed, phase} end
-  if scan[1] ~= '0' then return {removed, 'q' .. scan[1]} end
+  if budget <= 0 then return {removed, phase, 0} end
+  if scan[1] ~= '0' then return {removed, 'q' .. scan[1], 0} end
   phase = 'l0'
 end
 
@@ -57,10 +58,10 @@ for i = 1, #scan[2], 2 do
   if lease_spider == spider and lease_crawl == crawl then
     redis.call('HDEL', KEYS[6], id)
     redis.call('ZREM', KEYS[5], id)
-    removed = removed + 1
+    leased = leased + 1
   end
 end
-if scan[1] ~= '0' then return {removed, 'l' .. scan[1]} end
+if scan[1] ~= '0' then return {removed, 'l' .. scan[1], leased} end
 redis.call('DEL', counts)
 redis.call('SREM', KEYS[3], crawl)
-return {removed, 'done'}
+return {removed, 'done', leased}

@@ -65,7 +65,9 @@ _declare("Redis", "REDIS_PASSWORD", None, "Password for REDIS_HOST (ignored when
 _declare("Redis", "REDIS_SOCKET_TIMEOUT", 10.0,
          "Seconds a single Redis command may take before it fails.")
 _declare("Redis", "REDIS_LOCK_EXPIRATION", 6,
-         "Seconds a vacant Redis Monitor worker lock lives before another worker may take it.", (RM,))
+         "Seconds before another Redis Monitor takes over a job (or an expiring crawl) whose "
+         "monitor stopped refreshing it, i.e. died. A monitor refreshes the jobs in hand every "
+         "third of this.", (RM,))
 
 # --- Bus ----------------------------------------------------------------
 _declare("Bus", "BUS_BACKEND", "kafka",
@@ -180,6 +182,14 @@ _declare("Kafka Monitor", "REDIS_MONITOR_JOBS_MAXLEN", 100_000,
          "Approximate length the Redis Monitor job stream (`redis-monitor:jobs`) is "
          "trimmed to on each write.", (KM, RM))
 
+# --- Redis Monitor ----------------------------------------------------------
+_declare("Redis Monitor", "REDIS_MONITOR_BATCH_SIZE", 100,
+         "Most jobs the Redis Monitor reads from `redis-monitor:jobs` per pass; their answers "
+         "are flushed and the jobs acknowledged together (one MULTI/EXEC).", (RM,))
+_declare("Redis Monitor", "MONITORING_LOG", True,
+         "Every STATS_DUMP seconds, log one JSON-able `monitoring_update` event (rates, "
+         "per-domain statuses, limits, backlog, paused and halted domains).", (RM,))
+
 # --- Logging --------------------------------------------------------------
 _declare("Logging", "LOGGER_NAME", "scrapy-cluster", "Logger name (per-component default).",
          (KM, RM, REST))
@@ -290,6 +300,26 @@ _declare("Crawler", "CRAWLER_STATUS_WINDOW_S", 60,
 _declare("Crawler", "CRAWLER_STATUS_LAST_N", 50,
          "Most recent response statuses kept per domain for the circuit breaker.", (CR, RM))
 
+# --- Circuit breaker ------------------------------------------------------
+_declare("Circuit breaker", "ERROR_TOLERANCE_PERCENT", 10,
+         "A domain whose share of error statuses over CRAWLER_STATUS_WINDOW_S is above this "
+         "percentage is paused cluster-wide for CIRCUIT_BREAKER_COOLDOWN_S.", (RM,))
+_declare("Circuit breaker", "CIRCUIT_BREAKER_MIN_RESPONSES", 10,
+         "Fewest statuses in the window before a domain's error share can pause it.", (RM,))
+_declare("Circuit breaker", "CIRCUIT_BREAKER_COOLDOWN_S", 60,
+         "Seconds a domain stays paused (nothing dispatched, nothing lost) after its error "
+         "share went above ERROR_TOLERANCE_PERCENT; errors from before are then not counted "
+         "again.", (RM,))
+_declare("Circuit breaker", "CIRCUIT_BREAKER_HALT_AFTER", 50,
+         "Consecutive error statuses that halt a domain until a `domain-resume` request "
+         "(alert on the outbound topic); at most CRAWLER_STATUS_LAST_N.", (RM,))
+_declare("Circuit breaker", "CIRCUIT_BREAKER_ERROR_STATUSES", [0, 403, 429, "5xx"],
+         "Statuses counted as errors: a code (`0` is no response: a connection failure or "
+         "timeout), a class (`\"5xx\"`) or an inclusive range (`\"520-599\"`).", (RM,))
+_declare("Circuit breaker", "RETRY_AFTER_MAX_S", 3600,
+         "Longest pause a `Retry-After` header (seconds or HTTP date) on a 429 or 503 response "
+         "imposes on its domain, cluster-wide; 0 ignores the header.", (CR,))
+
 # --- Rest ---------------------------------------------------------------
 _declare("Rest", "FLASK_LOGGING_ENABLED", True, "Log each HTTP request of the Rest service.", (REST,))
 _declare("Rest", "FLASK_PORT", 5343, "Port of the Rest service (`SC` in hexadecimal).", (REST,))
@@ -324,6 +354,7 @@ COMPONENT_DEFAULTS: dict[str, dict[str, Any]] = {
             "scrapy_cluster.redis_monitor.plugins.ExpireMonitor": 300,
             "scrapy_cluster.redis_monitor.plugins.StatsMonitor": 400,
             "scrapy_cluster.redis_monitor.plugins.ZookeeperMonitor": 500,
+            "scrapy_cluster.redis_monitor.plugins.CircuitBreakerMonitor": 600,
         },
     },
     REST: {

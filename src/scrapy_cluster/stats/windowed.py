@@ -14,7 +14,7 @@ Keys (seed shapes, built in ``keys.py``):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import redis
@@ -112,11 +112,18 @@ class WindowedStats:
         """``read`` for several names at once. Round trips: 1."""
         names = list(names)
         pipe = self.redis.pipeline(transaction=False)
+        self.queue_read(pipe, names)
+        return self.parse_read(iter(pipe.execute()), names)
+
+    def queue_read(self, pipe: Any, names: Sequence[str]) -> None:
+        """Queue the reads of ``names`` on ``pipe`` (0 round trips); see ``parse_read``."""
         for name in names:
             for window in self._rolling(name):
                 pipe.hgetall(window.get_key())
             pipe.get(keys.stats_name(self.key_prefix, name, LIFETIME))
-        replies = iter(pipe.execute())
+
+    def parse_read(self, replies: Iterator[Any], names: Sequence[str]) -> dict[str, dict[str, int]]:
+        """Consume the replies ``queue_read`` produced, in order."""
         result: dict[str, dict[str, int]] = {}
         for name in names:
             counts = {
@@ -136,12 +143,17 @@ class WindowedStats:
     def heartbeat(self, machine: str, *parts: str, ttl_s: float | None = None, pipe: Any = None) -> str:
         """Write ``stats:<component>:self:<machine>:<parts...>`` = now (epoch s) with a TTL.
 
-        ``ttl_s`` defaults to ``HEARTBEAT_TIMEOUT``. Returns the key.
-        Round trips: 0 with ``pipe``, else 1.
+        ``ttl_s`` defaults to ``HEARTBEAT_TIMEOUT``. The node is also scored in
+        ``stats:<component>:self`` (``keys.heartbeat_index``) so readers list nodes
+        without scanning. Returns the key. Round trips: 0 with ``pipe``, else 1.
         """
         component = self.key_prefix.removeprefix(_PREFIX_HEAD).split(":", 1)[0]
         key = keys.heartbeat(component, machine, *parts)
         ttl = ttl_s if ttl_s is not None else self.heartbeat_ttl_s
-        target = pipe if pipe is not None else self.redis
-        target.set(key, self.clock(), ex=max(1, math.ceil(ttl)))
+        now = self.clock()
+        target = pipe if pipe is not None else self.redis.pipeline(transaction=False)
+        target.set(key, now, ex=max(1, math.ceil(ttl)))
+        target.zadd(keys.heartbeat_index(component), {":".join([machine, *parts]): now})
+        if pipe is None:
+            target.execute()
         return key

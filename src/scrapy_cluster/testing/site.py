@@ -15,6 +15,10 @@ Edge cases live under ``/special/`` and are reachable only from ``/special/index
 ``/special/slow.html``      answers after ``slow_page_s``
 ==========================  ===================================================
 
+A host named in ``SiteConfig.host_status`` answers that status for every page (robots.txt
+excepted, so crawlers still request pages), with a ``Retry-After`` header when
+``SiteConfig.host_retry_after_s`` names it too: a site that fails, or that rate-limits.
+
 Run standalone (benchmarks, demo): ``python -m scrapy_cluster.testing.site --port 8080``.
 """
 
@@ -49,6 +53,10 @@ class SiteConfig:
     huge_page_bytes: int = 2_000_000
     slow_page_s: float = 1.0
     page_delay_s: float = 0.0
+    host_status: tuple[tuple[str, int], ...] = ()
+    """``(host, status)``: the host answers this status for every page but robots.txt."""
+    host_retry_after_s: tuple[tuple[str, int], ...] = ()
+    """``(host, seconds)``: the host's ``host_status`` answers carry ``Retry-After: seconds``."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,7 @@ class Page:
     status: int
     content_type: str
     body: bytes
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 class GeneratedSite:
@@ -65,6 +74,8 @@ class GeneratedSite:
         self.config = config
         self.port = port
         self._links = self._build_graph()
+        self._host_status = dict(config.host_status)
+        self._retry_after_s = dict(config.host_retry_after_s)
 
     def url(self, host: str, path: str) -> str:
         return f"http://{host}:{self.port}{path}"
@@ -113,12 +124,21 @@ class GeneratedSite:
             text = "User-agent: *\nDisallow: /private/\n"
             text += f"Crawl-delay: {delay:g}\n" if delay is not None else ""
             return Page(200, "text/plain", text.encode())
+        if host in self._host_status:
+            return self._fixed_status(host)
         url = self.url(host, path)
         if url in self._links:
             if self.config.page_delay_s:
                 time.sleep(self.config.page_delay_s)
             return Page(200, "text/html; charset=utf-8", self._html(path, self._links[url]))
         return self._render_special(host, path)
+
+    def _fixed_status(self, host: str) -> Page:
+        status = self._host_status[host]
+        retry_after = self._retry_after_s.get(host)
+        headers = (("Retry-After", str(retry_after)),) if retry_after is not None else ()
+        return Page(status, "text/html; charset=utf-8",
+                    f"<html><body>status {status}</body></html>".encode(), headers)
 
     def _render_special(self, host: str, path: str) -> Page:
         html = "text/html; charset=utf-8"
@@ -188,6 +208,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(page.status)
         self.send_header("Content-Type", page.content_type)
         self.send_header("Content-Length", str(len(page.body)))
+        for name, value in page.headers:
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(page.body)
 

@@ -18,7 +18,7 @@ import orjson
 import redis
 
 from scrapy_cluster.errors import PluginError
-from scrapy_cluster.kafka_monitor.outage import is_redis_outage
+from scrapy_cluster.outage import is_redis_outage
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 

@@ -1,4 +1,4 @@
-"""The Kafka Monitor's periodic chores: its heartbeat key and the STATS_DUMP log line."""
+"""Periodic chores of a long-running component: its heartbeat key and the STATS_DUMP log line."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from scrapy_cluster.kafka_monitor.outage import is_redis_outage
+from scrapy_cluster.outage import is_redis_outage
 from scrapy_cluster.stats import WindowedStats
 
 HEARTBEAT_INTERVAL_S = 5.0
 
 
 def process_identity() -> tuple[str, str]:
-    """``(machine, id)`` naming this process in ``stats:kafka-monitor:self:<machine>:<id>``."""
+    """``(machine, id)`` naming this process in ``stats:<component>:self:<machine>:<id>``."""
     return socket.gethostname(), f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
@@ -57,8 +57,10 @@ class StatsDump:
     """Logs the monitor's counters every ``interval_s`` seconds (0 disables)."""
 
     def __init__(self, stats: WindowedStats, names: Sequence[str], *, interval_s: float,
-                 clock: Callable[[], float], logger: logging.Logger) -> None:
+                 clock: Callable[[], float], logger: logging.Logger,
+                 title: str = "Kafka Monitor") -> None:
         self.stats = stats
+        self.title = title
         self.names = list(names)
         self.interval_s = interval_s
         self.clock = clock
@@ -78,5 +80,5 @@ class StatsDump:
             self.logger.warning("stats dump skipped, Redis unreachable: %s", exc)
             return
         for name, windows in counts.items():
-            self.logger.info("Kafka Monitor stats: %s %s", name, windows,
+            self.logger.info("%s stats: %s %s", self.title, name, windows,
                              extra={"stat": name, "windows": windows})

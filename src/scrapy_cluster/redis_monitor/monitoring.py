@@ -1,0 +1,109 @@
+"""The ``monitoring_update`` event: one log record every STATS_DUMP seconds that says how the
+crawl is going, for a log pipeline (LOG_JSON=True makes it one JSON line).
+
+Fields (in the record's extras, under ``monitoring``):
+
+- ``general``: ``success_rps`` and ``error_rps`` over the breaker's window
+  (CRAWLER_STATUS_WINDOW_S, every domain), ``circuit_breaker_tripped`` (paused and halted
+  domains), ``paused``, ``halted``;
+- ``specific``: per recently active domain ``successful``, ``error``, ``last_50_statuses``
+  (histogram of its last CRAWLER_STATUS_LAST_N statuses), ``rate_limit`` (hits / window
+  seconds in force: its override or QUEUE_HITS / QUEUE_WINDOW), ``state``;
+- ``backlog`` (STATS_DUMP_QUEUE): ``total`` and per spider ``{total, domains}``;
+- ``crawler`` (STATS_DUMP_CRAWL): the ``spider`` stats answer.
+
+Round trips: 2 (breaker snapshot) + 1 (throttle overrides) + 1 (backlog) + about 3 (crawler
+stats), once per STATS_DUMP.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import redis
+
+from scrapy_cluster import keys
+from scrapy_cluster.frontier import Frontier
+from scrapy_cluster.frontier.config import DomainThrottle
+from scrapy_cluster.outage import is_redis_outage
+from scrapy_cluster.redis_monitor.breaker import CircuitBreaker
+from scrapy_cluster.stats.cluster import ClusterStats
+
+EVENT = "monitoring_update"
+
+
+class MonitoringLine:
+    """Builds and logs the event; ``log_if_due`` is a monitor chore."""
+
+    def __init__(self, *, breaker: CircuitBreaker, frontier: Frontier, cluster: ClusterStats,
+                 redis_client: redis.Redis, logger: logging.Logger, interval_s: float,
+                 window_s: float, default_rate: float, dump_queue: bool, dump_crawl: bool,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.breaker, self.frontier, self.cluster = breaker, frontier, cluster
+        self.redis, self.logger = redis_client, logger
+        self.interval_s, self.window_s, self.default_rate = interval_s, window_s, default_rate
+        self.dump_queue, self.dump_crawl = dump_queue, dump_crawl
+        self.clock = clock
+        self._next_s = clock() + interval_s
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], *, breaker: CircuitBreaker,
+                      frontier: Frontier, cluster: ClusterStats, redis_client: redis.Redis,
+                      logger: logging.Logger) -> MonitoringLine:
+        window = float(settings["QUEUE_WINDOW"])
+        return cls(breaker=breaker, frontier=frontier, cluster=cluster, redis_client=redis_client,
+                   logger=logger, interval_s=float(settings["STATS_DUMP"]),
+                   window_s=float(settings["CRAWLER_STATUS_WINDOW_S"]),
+                   default_rate=float(settings["QUEUE_HITS"]) / window if window > 0 else 0.0,
+                   dump_queue=bool(settings["STATS_DUMP_QUEUE"]),
+                   dump_crawl=bool(settings["STATS_DUMP_CRAWL"]))
+
+    def log_if_due(self) -> None:
+        if self.interval_s <= 0 or self.clock() < self._next_s:
+            return
+        self._next_s = self.clock() + self.interval_s
+        try:
+            event = self.build()
+        except Exception as exc:
+            if not is_redis_outage(exc):
+                raise
+            self.logger.warning("monitoring update skipped, Redis unreachable: %s", exc)
+            return
+        self.logger.info(EVENT, extra={"event": EVENT, "monitoring": event})
+
+    def build(self) -> dict[str, Any]:
+        snapshot = self.breaker.snapshot()
+        raw_overrides: Any = self.redis.hgetall(keys.domain_throttle_config())
+        overrides = {name.decode(): DomainThrottle.from_json(raw)
+                     for name, raw in raw_overrides.items()}
+        specific: dict[str, Any] = {}
+        successes = errors = 0
+        for domain, seen in snapshot["domains"].items():
+            throttle = overrides.get(domain)
+            rate = (throttle.limit / throttle.window_s if throttle and throttle.window_s
+                    else self.default_rate)
+            specific[domain] = {"successful": seen["successful"], "error": seen["error"],
+                                "last_50_statuses": seen["last_statuses"],
+                                "rate_limit": round(rate, 4), "state": seen["state"]}
+            successes += seen["successful"]
+            errors += seen["error"]
+        event: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "general": {"success_rps": round(successes / self.window_s, 4),
+                        "error_rps": round(errors / self.window_s, 4),
+                        "circuit_breaker_tripped": sorted({*snapshot["paused"],
+                                                           *snapshot["halted"]}),
+                        "paused": snapshot["paused"], "halted": snapshot["halted"]},
+            "specific": specific}
+        if self.dump_queue:
+            backlog = self.frontier.backlog(most_domains=100)
+            event["backlog"] = {"total": sum(b.total for b in backlog.values()),
+                                **{spider: {"total": b.total, "domains": b.domains}
+                                   for spider, b in backlog.items()}}
+        if self.dump_crawl:
+            event["crawler"] = self.cluster.spiders()
+        return event
+

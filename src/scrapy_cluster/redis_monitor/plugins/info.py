@@ -1,0 +1,69 @@
+"""``InfoMonitor``: answers ``info`` actions from the frontier's count indexes.
+
+Round trips per job: 1 for the counts (``frontier_info.lua`` / ``frontier_app_info.lua`` read
+only the per-crawl count hashes, never a queued item) and 1 for the crawls' expiry times.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scrapy_cluster import keys
+from scrapy_cluster.frontier import CrawlInfo
+from scrapy_cluster.redis_monitor.jobs import Job
+from scrapy_cluster.redis_monitor.plugins.base import BaseMonitor
+
+
+def domains_answer(info: CrawlInfo) -> dict[str, dict[str, int]]:
+    return {name: {"low_priority": count.low_priority, "high_priority": count.high_priority,
+                   "total": count.total}
+            for name, count in sorted(info.domains.items())}
+
+
+class InfoMonitor(BaseMonitor):
+    """Info of one crawl (``crawlid`` given) or of every crawl of an app."""
+
+    job_types = ("info",)
+    regex = r"^info:"
+    required = {"appid": str, "spiderid": str, "uuid": str}
+
+    def handle(self, job: Job) -> None:
+        request = self.validate(job)
+        spiderid, appid, crawlid = request["spiderid"], request["appid"], request.get("crawlid")
+        answer: dict[str, Any] = {"server_time": self.server_time(), "uuid": request["uuid"],
+                                  "spiderid": spiderid, "appid": appid}
+        if crawlid:
+            info = self.frontier.crawl_info(spiderid, appid, str(crawlid))
+            expires: Any = self.redis.get(keys.crawl_timeout(spiderid, appid, str(crawlid)))
+            answer.update({"crawlid": crawlid, "total_pending": info.total_pending,
+                           "total_domains": info.total_domains, "domains": domains_answer(info)})
+            if expires is not None:
+                answer["expires"] = expires.decode()
+        else:
+            answer.update(self._app_answer(spiderid, appid))
+        self.send(answer)
+        self.logger.info("Sent info to bus", extra={"key": job.key, "uuid": request["uuid"]})
+
+    def _app_answer(self, spiderid: str, appid: str) -> dict[str, Any]:
+        """Summed per domain inside Redis (``Frontier.app_summary``): one entry per crawl and
+        domain crosses the wire, whatever the number of priorities."""
+        crawls = self.frontier.app_summary(spiderid, appid)
+        crawlids = sorted(crawls)
+        expiries: Any = self.redis.mget([keys.crawl_timeout(spiderid, appid, crawlid)
+                                         for crawlid in crawlids]) if crawlids else []
+        per_crawl: dict[str, Any] = {}
+        every_domain: set[str] = set()
+        for crawlid, expires in zip(crawlids, expiries, strict=True):
+            domains = crawls[crawlid]["domains"]
+            entry: dict[str, Any] = {
+                "domains": {name: {"low_priority": low, "high_priority": high, "total": total}
+                            for name, (total, low, high) in sorted(domains.items())},
+                "distinct_domains": len(domains),
+                "total": sum(total for total, _, _ in domains.values())}
+            if expires is not None:
+                entry["expires"] = expires.decode()
+            per_crawl[crawlid] = entry
+            every_domain.update(domains)
+        return {"total_pending": sum(entry["total"] for entry in per_crawl.values()),
+                "total_domains": len(every_domain), "total_crawlids": len(per_crawl),
+                "crawlids": per_crawl}

@@ -1,0 +1,102 @@
+"""``StopMonitor`` and ``ExpireMonitor``: purge a crawl, blacklist it, and say so.
+
+Both go through ``frontier.purge_detail``: the crawl id joins ``<spiderid>:blacklist`` first, so
+no crawler enqueues links of a page it is still fetching and no lease of the crawl is handed
+back; then its queued requests and leases are removed in chunks of FRONTIER_PURGE_CHUNK (one
+round trip each, so Redis never stalls), and its timeout is deleted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scrapy_cluster import keys
+from scrapy_cluster.frontier.scripts import lua_source
+from scrapy_cluster.redis_monitor.jobs import Job
+from scrapy_cluster.redis_monitor.plugins.base import BaseMonitor
+
+EXPIRE_BATCH = 50
+
+
+class _Purging(BaseMonitor):
+    def purge(self, spiderid: str, appid: str, crawlid: str | None) -> int:
+        """Purge and forget the timeouts; returns the queued requests removed."""
+        crawlids = [crawlid] if crawlid else self.frontier.crawl_info(spiderid, appid).crawlids
+        removed = 0
+        for crawl in crawlids:
+            removed += self.frontier.purge_detail(spiderid, appid, crawl).queued
+        if crawlids:
+            timeouts = [keys.crawl_timeout(spiderid, appid, crawl) for crawl in crawlids]
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.delete(*timeouts)
+            pipe.zrem(keys.crawl_timeouts(), *timeouts)
+            pipe.execute()
+        return removed
+
+
+class StopMonitor(_Purging):
+    """``stop`` action: one crawl, or every crawl of the app when ``crawlid`` is absent.
+
+    Answer: ``{action: "stop", total_purged, server_time, crawlid, uuid, spiderid, appid}``.
+    """
+
+    job_types = ("stop",)
+    regex = r"^stop:"
+    required = {"appid": str, "spiderid": str, "uuid": str}
+
+    def handle(self, job: Job) -> None:
+        request = self.validate(job)
+        crawlid = request.get("crawlid") or None
+        purged = self.purge(request["spiderid"], request["appid"], crawlid)
+        answer: dict[str, Any] = {"action": "stop", "total_purged": purged,
+                                  "server_time": self.server_time(), "crawlid": crawlid,
+                                  "uuid": request["uuid"], "spiderid": request["spiderid"],
+                                  "appid": request["appid"]}
+        self.send(answer)
+        self.logger.info("Sent stop ack to bus", extra={"key": job.key, "total_purged": purged})
+
+
+class ExpireMonitor(_Purging):
+    """Expires crawls whose ``expires`` time passed (``redis-monitor:timeouts``).
+
+    Every ``tick_interval_s`` one round trip (``lua/redis_monitor_due.lua``) takes the due
+    crawls, holding them for REDIS_LOCK_EXPIRATION seconds so two monitors never expire the
+    same crawl; each is purged and announced with
+    ``{action: "expired", total_expired, server_time, crawlid, spiderid, appid}``.
+    """
+
+    tick_interval_s = 0.5
+
+    def setup(self, settings: Any) -> None:
+        self.hold_s = max(1, int(float(settings["REDIS_LOCK_EXPIRATION"])))
+        self._due = self.redis.register_script(lua_source("redis_monitor_due.lua"))
+
+    def tick(self) -> int:
+        due = self._due(keys=[keys.crawl_timeouts()],
+                        args=[self.clock(), self.hold_s, EXPIRE_BATCH])
+        expired = 0
+        for i in range(0, len(due), 2):
+            member = due[i].decode()
+            parsed = parse_timeout_key(member)
+            if parsed is None:
+                self.logger.error("malformed timeout key dropped", extra={"key": member})
+                self.redis.zrem(keys.crawl_timeouts(), member)
+                continue
+            spiderid, appid, crawlid = parsed
+            purged = self.purge(spiderid, appid, crawlid)
+            self.send({"total_expired": purged, "server_time": self.server_time(),
+                       "crawlid": crawlid, "spiderid": spiderid, "appid": appid,
+                       "action": "expired"})
+            self.logger.info("Expired crawl", extra={"crawlid": crawlid, "appid": appid,
+                                                     "total_expired": purged})
+            expired += 1
+        return expired
+
+
+def parse_timeout_key(key: str) -> tuple[str, str, str] | None:
+    """``timeout:<spiderid>:<appid>:<crawlid>`` -> parts (the crawlid may contain ':')."""
+    head, _, rest = key.partition(":")
+    parts = rest.split(":", 2)
+    if head != "timeout" or len(parts) != 3 or not all(parts):
+        return None
+    return parts[0], parts[1], parts[2]
