@@ -12,7 +12,7 @@ On a throwaway redis-server (unless --redis-url), with the Redis Streams bus
    and 200 crawl-level info jobs are written one at a time, each timed from
    the job write (SET + XADD, one pipeline) to its answer read from
    ``bench.outbound_firehose`` (decoded) by this process. Target p99 < 50 ms.
-   For the app level, ``Frontier.app_summary`` alone (the Lua call and parsing
+   For the app level, ``Frontier.app_counts`` alone (the Lua call and parsing
    its reply, the bulk of the monitor's work) is timed in this process too.
 2. **stop** of one crawl (10,000 pending): time from the job write to the
    answer; meanwhile a thread PINGs Redis on its own connection every 0.5 ms
@@ -196,8 +196,7 @@ def fill(settings: Settings, client: redis.Redis, requests: int, domains: int) -
             batch = []
     if batch:
         frontier.enqueue_many(batch)
-    pending = sum(total for crawl in frontier.app_summary(SPIDER, APP).values()
-                  for total, _, _ in crawl["domains"].values())
+    pending = sum(crawl.total for crawl in frontier.app_counts(SPIDER, APP).values())
     if pending != requests:
         raise SystemExit(f"frontier holds {pending} requests, {requests} expected")
 
@@ -220,12 +219,12 @@ def bench_info(client: redis.Redis, writer: JobWriter, reader: Any,
 
 
 def time_app_info(settings: Settings, client: redis.Redis, count: int) -> float:
-    """p50 of ``Frontier.app_summary`` (one Lua call summing per domain, its JSON decoded)."""
+    """p50 of ``Frontier.app_counts`` (pipelined HGETALLs, summed per domain here)."""
     frontier = Frontier.from_settings(settings, client)
     samples = []
     for _ in range(count):
         started = time.perf_counter()
-        frontier.app_summary(SPIDER, APP)
+        frontier.app_counts(SPIDER, APP)
         samples.append(time.perf_counter() - started)
     return percentile(samples, 0.5)
 
@@ -395,7 +394,7 @@ def main() -> None:
         print(f"| info {label}, {infos} sequential: p50 / p99 / max | {ms(row['p50'])} / "
               f"{ms(row['p99'])} / {ms(row['max'])} (answer {row['bytes']:,} bytes, "
               f"{row['pending']:,} pending) | p99 < 50 ms | {verdict(row['p99'] < 0.05)} |")
-    print(f"| of which `Frontier.app_summary` alone (Lua call summing per domain + JSON decode; "
+    print(f"| of which `Frontier.app_counts` alone (pipelined HGETALLs + summing per domain; "
           f"in this process, monitor stopped): p50 | {ms(app_info_s)} | - | - |")
     for stop in stops:
         default = stop["chunk"] == DEFAULT_CHUNK

@@ -172,3 +172,21 @@ def test_async_frontier_shares_the_queues(redis_url: str, redis_client: redis.Re
         return sorted(item.request["url"] for item in popped.requests), acked, info.in_flight
 
     assert asyncio.run(scenario()) == (["http://a.com/1", "http://b.com/2"], 1, 1)
+
+
+def test_app_counts_sum_each_crawl_per_domain_and_drop_finished_crawls(
+        redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock())
+    frontier.enqueue_many([req("http://d.com/", crawlid="done")])
+    (finished,) = frontier.pop(VIEW, 1).requests
+    assert frontier.ack([finished.lease_id]) == 1
+    frontier.enqueue_many([req("http://a.com/1", priority=5), req("http://a.com/2", priority=-3),
+                           req("http://a.com/3", priority=1), req("http://b.com/1"),
+                           req("http://c.com/", crawlid="c2")])
+    (leased,) = frontier.pop(VIEW, 1).requests
+    counts = frontier.app_counts("link", "app")
+    assert set(counts) == {"c1", "c2"}
+    assert (leased.request["url"], counts["c1"].in_flight) == ("http://a.com/1", 1)
+    assert counts["c1"].domains == {"a.com": (2, -3, 1), "b.com": (1, 1, 1)}  # default priority 1
+    assert (counts["c1"].total, counts["c2"].domains) == (3, {"c.com": (1, 1, 1)})
+    assert not redis_client.sismember(keys.app_crawls("link", "app"), "done")

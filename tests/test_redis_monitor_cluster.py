@@ -79,7 +79,7 @@ def cli(env: dict[str, str], *args: str) -> Any:
 
 def feed(env: dict[str, str], request: dict[str, Any], handler: str) -> None:
     result = cli(env, "feed", orjson.dumps(request).decode())
-    assert (result.exit_code, result.output) == (
+    assert (result.exit_code, result.stdout) == (
         0, f"sent to {env['KAFKA_INCOMING_TOPIC']} ({handler})\n"), result.stderr
 
 
@@ -111,8 +111,8 @@ def lifetime(client: redis.Redis, name: str) -> int:
 def monitors_up(client: redis.Redis) -> list[str]:
     """Live Redis Monitors: their heartbeats (written after their first pass), each named like
     its member of the job group (``<machine>:<pid>-<random>``)."""
-    return sorted(member.decode() for member in
-                  client.zrange(keys.heartbeat_index("redis-monitor"), 0, -1))
+    members: Any = client.zrange(keys.heartbeat_index("redis-monitor"), 0, -1)
+    return sorted(member.decode() for member in members)
 
 
 def consumer_of(client: redis.Redis, process: subprocess.Popen[bytes]) -> str:
@@ -147,6 +147,7 @@ class Processes:
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir
         self.processes: list[tuple[subprocess.Popen[bytes], Path]] = []
+        self.commands: dict[int, str] = {}
 
     def start(self, env: dict[str, str], *command: str) -> subprocess.Popen[bytes]:
         path = self.log_dir / f"{'-'.join(command)}-{len(self.processes)}.log"
@@ -154,6 +155,7 @@ class Processes:
             process = subprocess.Popen([sys.executable, "-m", "scrapy_cluster", *command],
                                        env={**os.environ, **env}, stdout=log, stderr=log)
         self.processes.append((process, path))
+        self.commands[process.pid] = " ".join(command)
         return process
 
     def log(self, process: subprocess.Popen[bytes]) -> str:
@@ -161,7 +163,7 @@ class Processes:
         return path.read_text(errors="replace")
 
     def logs(self) -> str:
-        return "\n".join(f"--- {' '.join(map(str, process.args))} (pid {process.pid}):\n"
+        return "\n".join(f"--- {self.commands[process.pid]} (pid {process.pid}):\n"
                          f"{self.log(process)[-3000:]}" for process, _ in self.processes)
 
     def stop_all(self) -> list[int | None]:
@@ -169,7 +171,7 @@ class Processes:
             if process.poll() is None:
                 process.send_signal(signal.SIGCONT)
                 process.send_signal(signal.SIGTERM)
-        codes = []
+        codes: list[int | None] = []
         for process, _ in self.processes:
             try:
                 codes.append(process.wait(20))
@@ -435,7 +437,11 @@ def test_two_monitors_answer_a_thousand_jobs_exactly_once(
     answers = answers_factory(env, [firehose(env)])
     monitors = start_monitors(env, processes, redis_client, 2)
     write_info_jobs(env, redis_client, range(1000))
-    wait_for(lambda: answers.poll() >= 0 and len(answers.values(firehose(env))) >= 1000, 45,
+    def thousand_answers() -> bool:
+        answers.poll()
+        return len(answers.values(firehose(env))) >= 1000
+
+    wait_for(thousand_answers, 45,
              lambda: f"1,000 answers, have {len(answers.values(firehose(env)))}")
     wait_for(lambda: pending_jobs(redis_client) == 0, 15, "every job acknowledged")
     answers.drain()
@@ -473,8 +479,8 @@ def frozen_with_jobs(client: redis.Redis, process: subprocess.Popen[bytes],
     (it stays stopped: send SIGCONT to let it go on)."""
     process.send_signal(signal.SIGSTOP)
     wait_for(lambda: stopped(process), 5, "the monitor to stop")
-    held = client.xpending_range(keys.redis_monitor_jobs(), GROUP, min="-", max="+",
-                                 count=10_000, consumername=consumer)
+    held: list[dict[str, Any]] = client.xpending_range(
+        keys.redis_monitor_jobs(), GROUP, min="-", max="+", count=10_000, consumername=consumer)
     return [entry["message_id"].decode() for entry in held]
 
 
@@ -492,7 +498,9 @@ def test_monitor_killed_with_jobs_in_hand_loses_none(
     answered = keys.bus_stream(firehose(env))
     held: list[str] = []
     attempts = 0
+    deadline = time.monotonic() + 30
     while len(held) < MIN_HELD:
+        assert time.monotonic() < deadline, f"no answers in 30 s\n{processes.logs()}"
         assert redis_client.xlen(answered) < 1000, (
             f"every job was answered before the victim was caught holding {MIN_HELD} "
             f"({attempts} attempts)")
@@ -501,12 +509,13 @@ def test_monitor_killed_with_jobs_in_hand_loses_none(
         if redis_client.xlen(answered):
             attempts += 1
             held = frozen_with_jobs(redis_client, victim, victim_name)
-    answered_at_kill = redis_client.xlen(answered)
+    answered_at_kill = int(redis_client.xlen(answered))
+    assert answered_at_kill < 1000, "no job left unanswered at the kill"
     victim.send_signal(signal.SIGKILL)
     assert victim.wait(10) == -signal.SIGKILL
-    held_uuids = {orjson.loads(fields[b"payload"])["uuid"] for _, fields in
-                  (redis_client.xrange(keys.redis_monitor_jobs(), entry, entry)[0]
-                   for entry in held)}
+    entries: Any = [redis_client.xrange(keys.redis_monitor_jobs(), entry, entry)
+                    for entry in held]
+    held_uuids = {orjson.loads(fields[b"payload"])["uuid"] for [(_, fields)] in entries}
 
     def all_answered() -> bool:
         answers.poll()
@@ -573,11 +582,11 @@ def test_malformed_jobs_are_dropped_with_an_error_answer(
     good, _ = answers.wait_for(firehose(env), lambda value: value.get("uuid") == "u0",
                                "the good job's answer", 30)
     assert good["total_pending"] == 0 and "error" not in good
-    errors = {}
-    for uuid_ in ("m-type", "m-spider", "m-stats", "m-zk"):
-        answer, _ = answers.wait_for(firehose(env), lambda value, u=uuid_: value.get("uuid") == u,
-                                     f"the error answer for {uuid_}", 15)
-        errors[uuid_] = answer
+    errors: dict[str, dict[str, Any]] = {}
+    for wanted in ("m-type", "m-spider", "m-stats", "m-zk"):
+        errors[wanted], _ = answers.wait_for(
+            firehose(env), lambda value, wanted=wanted: value.get("uuid") == wanted,  # type: ignore[misc]
+            f"the error answer for {wanted}", 15)
     no_uuid, _ = answers.wait_for(
         firehose(env), lambda value: "error" in value and value.get("uuid") is None,
         "the error answer of the info job without uuid", 15)
@@ -633,7 +642,7 @@ def test_entries_lacking_key_or_type_get_an_error_answer(
     wait_for(lambda: pending_jobs(redis_client) == 0, 15, "every entry acknowledged")
     answers.drain()
     assert monitor.poll() is None, processes.logs()
-    errors = {value.get("uuid"): value.get("error") for value in answers.values(firehose(env))
-              if "error" in value}
+    errors: dict[str, str] = {str(value.get("uuid")): value["error"]
+                              for value in answers.values(firehose(env)) if "error" in value}
     assert set(errors) == {"m-nokey", "m-notype"}, errors
     assert "key" in errors["m-nokey"] and "type" in errors["m-notype"], errors

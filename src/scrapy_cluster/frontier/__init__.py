@@ -11,6 +11,7 @@ from scrapy_cluster.frontier.aio import AsyncFrontier
 from scrapy_cluster.frontier.model import (
     Backlog,
     Clock,
+    CrawlCounts,
     CrawlInfo,
     DispatchView,
     DomainCount,
@@ -23,7 +24,7 @@ from scrapy_cluster.frontier.model import (
 from scrapy_cluster.frontier.sync import Frontier
 
 __all__ = [
-    "AsyncFrontier", "Backlog", "Clock", "CrawlInfo", "DispatchView", "DomainCount", "EnqueueResult",
+    "AsyncFrontier", "Backlog", "Clock", "CrawlCounts", "CrawlInfo", "DispatchView", "DomainCount", "EnqueueResult",
     "Frontier", "LateSend", "LeasedRequest", "PopResult", "PurgeResult",
 ]
 

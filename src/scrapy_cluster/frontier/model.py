@@ -133,3 +133,16 @@ class Backlog:
 
     total: int
     domains: dict[str, int]
+
+
+@dataclass(frozen=True)
+class CrawlCounts:
+    """One crawl's queued requests per domain as ``(total, low priority, high priority)``, and
+    its requests in flight."""
+
+    domains: dict[str, tuple[int, int, int]]
+    in_flight: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(total for total, _, _ in self.domains.values())

@@ -24,7 +24,6 @@ FRONTIER_SCRIPTS = {
     "touch": "domain_config_touch.lua",
     "restamp": "frontier_restamp.lua",
     "backlog": "frontier_backlog.lua",
-    "app_info": "frontier_app_info.lua",
 }
 
 
@@ -61,4 +60,3 @@ class FrontierScripts:
     touch: Any
     restamp: Any
     backlog: Any
-    app_info: Any

@@ -2,7 +2,7 @@
 
 All logic lives in the Lua scripts and in ``calls``; this class adds the
 round trip. Round trips: ``enqueue_many``, ``pop``, ``ack``, ``release``,
-``reap``, ``crawl_info``, ``app_summary`` and ``backlog`` one each; ``purge`` one per chunk;
+``reap``, ``crawl_info`` and ``backlog`` one each; ``app_counts`` two; ``purge`` one per chunk;
 ``wait_for_work`` one blocking BLPOP per slice of at most 5 s (none in its last ~0.1 s,
 which is slept locally to the millisecond; see ``waiting``).
 """
@@ -13,16 +13,16 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import orjson
 import redis
 
 from scrapy_cluster import keys
 from scrapy_cluster.errors import FrontierError
 from scrapy_cluster.frontier import codec, waiting
-from scrapy_cluster.frontier.calls import FrontierCalls, FrontierPolicy
+from scrapy_cluster.frontier.calls import FrontierCalls, FrontierPolicy, summarize_counts
 from scrapy_cluster.frontier.model import (
     Backlog,
     Clock,
+    CrawlCounts,
     CrawlInfo,
     DispatchView,
     EnqueueResult,
@@ -141,13 +141,27 @@ class Frontier:
         reply = self._run(self.scripts.info, self.calls.info(spiderid, appid, crawlid))
         return self.calls.parse_info(reply, spiderid, appid, crawlid)
 
-    def app_summary(self, spiderid: str, appid: str) -> dict[str, Any]:
-        """Every crawl of an app summarised in Redis: ``{crawlid: {"domains": {domain: [total,
-        low priority, high priority]}, "leased": n}}``. One round trip; cheaper than
-        ``app_info`` for large apps (no per-field parsing in Python)."""
-        reply = self._run(self.scripts.app_info, self.calls.app_summary(spiderid, appid))
-        summary: dict[str, Any] = orjson.loads(reply)
-        return summary
+    def app_counts(self, spiderid: str, appid: str) -> dict[str, CrawlCounts]:
+        """Every crawl of an app with work left, per domain ``(total, low priority, high
+        priority)`` and in-flight leases. Two round trips (the app's crawl set, then one
+        pipelined HGETALL per crawl): plain reads, so Redis is never busy for long whatever
+        the app's size; the summing happens here. Crawls with nothing left are dropped from
+        the app's set (one more round trip, only then)."""
+        members: Any = self.redis.smembers(keys.app_crawls(spiderid, appid))
+        crawlids = sorted(member.decode() for member in members)
+        pipe = self.redis.pipeline(transaction=False)
+        for crawlid in crawlids:
+            pipe.hgetall(keys.crawl_counts(spiderid, crawlid))
+        result: dict[str, CrawlCounts] = {}
+        finished = []
+        for crawlid, counts in zip(crawlids, pipe.execute(), strict=True):
+            if counts:
+                result[crawlid] = summarize_counts(counts)
+            else:
+                finished.append(crawlid)
+        if finished:
+            self.redis.srem(keys.app_crawls(spiderid, appid), *finished)
+        return result
 
     def backlog(self, most_domains: int = 10_000) -> dict[str, Backlog]:
         """Queued requests per spider and domain (at most ``most_domains`` domains listed per

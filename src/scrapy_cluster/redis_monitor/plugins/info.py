@@ -1,7 +1,8 @@
 """``InfoMonitor``: answers ``info`` actions from the frontier's count indexes.
 
-Round trips per job: 1 for the counts (``frontier_info.lua`` / ``frontier_app_info.lua`` read
-only the per-crawl count hashes, never a queued item) and 1 for the crawls' expiry times.
+Round trips per job: for one crawl 1 for the counts (``frontier_info.lua`` reads only the
+crawl's count hash, never a queued item) and 1 for its expiry; for an app 2 for the counts
+(``Frontier.app_counts``: plain HGETALLs, so a large app never blocks Redis) and 1 MGET.
 """
 
 from __future__ import annotations
@@ -45,25 +46,21 @@ class InfoMonitor(BaseMonitor):
         self.logger.info("Sent info to bus", extra={"key": job.key, "uuid": request["uuid"]})
 
     def _app_answer(self, spiderid: str, appid: str) -> dict[str, Any]:
-        """Summed per domain inside Redis (``Frontier.app_summary``): one entry per crawl and
-        domain crosses the wire, whatever the number of priorities."""
-        crawls = self.frontier.app_summary(spiderid, appid)
-        crawlids = sorted(crawls)
+        """From ``Frontier.app_counts`` (two round trips) and one MGET of the expiries."""
+        crawls = self.frontier.app_counts(spiderid, appid)
         expiries: Any = self.redis.mget([keys.crawl_timeout(spiderid, appid, crawlid)
-                                         for crawlid in crawlids]) if crawlids else []
+                                         for crawlid in crawls]) if crawls else []
         per_crawl: dict[str, Any] = {}
         every_domain: set[str] = set()
-        for crawlid, expires in zip(crawlids, expiries, strict=True):
-            domains = crawls[crawlid]["domains"]
+        for (crawlid, counts), expires in zip(crawls.items(), expiries, strict=True):
             entry: dict[str, Any] = {
                 "domains": {name: {"low_priority": low, "high_priority": high, "total": total}
-                            for name, (total, low, high) in sorted(domains.items())},
-                "distinct_domains": len(domains),
-                "total": sum(total for total, _, _ in domains.values())}
+                            for name, (total, low, high) in counts.domains.items()},
+                "distinct_domains": len(counts.domains), "total": counts.total}
             if expires is not None:
                 entry["expires"] = expires.decode()
             per_crawl[crawlid] = entry
-            every_domain.update(domains)
+            every_domain.update(counts.domains)
         return {"total_pending": sum(entry["total"] for entry in per_crawl.values()),
                 "total_domains": len(every_domain), "total_crawlids": len(per_crawl),
                 "crawlids": per_crawl}
