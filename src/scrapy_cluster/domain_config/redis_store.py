@@ -25,6 +25,7 @@ from scrapy_cluster.domain_config.store import VersionedDocument
 from scrapy_cluster.errors import DomainConfigConflictError
 from scrapy_cluster.frontier.config import DomainConfig, DomainToucher
 
+STORE_ATTEMPTS = 20
 REDIS_SOURCE = "redis"
 """The ``source`` field of a document written through this store (a mirror names its own)."""
 
@@ -79,30 +80,46 @@ class RedisDomainConfigStore:
     def _store(self, document: DomainDocument, source: str,
                allowed: Callable[[int, str], bool], next_version: Callable[[int], int],
                refusal: str) -> int:
+        """Compare-and-set of the document and the keys crawlers read, in one MULTI/EXEC.
+
+        The throttle hash and blacklist are WATCHed too: a crawler writing a Crawl-delay entry
+        meanwhile makes the transaction retry (the entry is then kept), instead of the entry
+        being wiped by a replace computed before it existed.
+        """
+        for _ in range(STORE_ATTEMPTS):
+            try:
+                new_version, changed = self._store_once(document, source, allowed,
+                                                        next_version, refusal)
+            except redis.WatchError:
+                continue
+            self.applier.touch(changed)
+            return new_version
+        raise DomainConfigConflictError(
+            f"domain configuration kept changing while it was being replaced "
+            f"({STORE_ATTEMPTS} attempts)")
+
+    def _store_once(self, document: DomainDocument, source: str,
+                    allowed: Callable[[int, str], bool], next_version: Callable[[int], int],
+                    refusal: str) -> tuple[int, set[str]]:
         document_key = keys.domain_config_document()
         with self.redis.pipeline(transaction=True) as pipe:
-            try:
-                pipe.watch(document_key)
-                version, stored_source = pipe.hmget(document_key, ["version", "source"])
-                stored = int(version or 0)
-                if not allowed(stored, _text(stored_source or REDIS_SOURCE)):
-                    raise DomainConfigConflictError(
-                        f"domain configuration (version {stored}) {refusal}")
-                old_throttles, old_blacklist = DomainConfig.current_raw(pipe)
-                pipe.multi()
-                new_version = next_version(stored)
-                pipe.hset(document_key, mapping={"version": new_version, "source": source,
-                                                 "yaml": document.to_yaml()})
-                changed = DomainConfig.queue_replace(pipe, document.throttles,
-                                                     set(document.blacklist), old_throttles,
-                                                     old_blacklist)
-                pipe.publish(keys.domain_config_changes(), new_version)
-                pipe.execute()
-            except redis.WatchError as exc:
+            pipe.watch(document_key, keys.domain_throttle_config(), keys.domain_blacklist())
+            version, stored_source = pipe.hmget(document_key, ["version", "source"])
+            stored = int(version or 0)
+            if not allowed(stored, _text(stored_source or REDIS_SOURCE)):
                 raise DomainConfigConflictError(
-                    "domain configuration changed while it was being replaced") from exc
-        self.applier.touch(changed)
-        return new_version
+                    f"domain configuration (version {stored}) {refusal}")
+            old_throttles, old_blacklist = DomainConfig.current_raw(pipe)
+            pipe.multi()
+            new_version = next_version(stored)
+            pipe.hset(document_key, mapping={"version": new_version, "source": source,
+                                             "yaml": document.to_yaml()})
+            changed = DomainConfig.queue_replace(pipe, document.throttles,
+                                                 set(document.blacklist), old_throttles,
+                                                 old_blacklist)
+            pipe.publish(keys.domain_config_changes(), new_version)
+            pipe.execute()
+        return new_version, changed
 
     def watch(self, callback: Callable[[VersionedDocument], None]) -> RedisWatch:
         """Call ``callback`` with the document after every write (from a background thread)."""

@@ -129,19 +129,19 @@ class Supervisor:
         Returns each child's exit code (None when it was not running).
         """
         self._stopping.set()
-        running = [c for c in self._children if c.process is not None and c.process.poll() is None]
-        for child in running:
-            assert child.process is not None
-            _signal_group(child.process, signal.SIGTERM)
+        # the processes are read once: the run loop may be replacing a child meanwhile
+        running = [(c, c.process) for c in self._children
+                   if c.process is not None and c.process.poll() is None]
+        for _, process in running:
+            _signal_group(process, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        for child in running:
-            assert child.process is not None
+        for child, process in running:
             try:
-                child.process.wait(max(0.0, deadline - time.monotonic()))
+                process.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 self.emit("up", f"{child.spec.name} did not stop in {timeout_s}s; killing it")
-                _signal_group(child.process, signal.SIGKILL)
-                child.process.wait(5)
+                _signal_group(process, signal.SIGKILL)
+                process.wait(5)
         return {c.spec.name: (c.process.returncode if c.process else None) for c in self._children}
 
 

@@ -57,19 +57,25 @@ class Job:
 
 
 def parse_entry(entry_id: bytes | str, fields: dict[bytes, bytes]) -> Job:
-    """A ``Job`` from one stream entry; malformed entries keep their id and say what is wrong."""
+    """A ``Job`` from one stream entry. A malformed entry keeps its id, what could be read of
+    it (so its error can still be answered to the ``appid``/``uuid`` of its payload) and
+    ``error`` saying what is wrong."""
     ident = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
     key = fields.get(b"key", b"").decode("utf-8", "replace")
     job_type = fields.get(b"type", b"").decode("utf-8", "replace")
     raw = fields.get(b"payload")
-    if not key or not job_type or raw is None:
-        return Job(ident, key, job_type, None, "job entry lacks key, type or payload")
+    if raw is None:
+        return Job(ident, key, job_type, None, "job entry has no payload")
     try:
         payload = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         return Job(ident, key, job_type, None, f"job payload is not JSON: {exc}")
     if not isinstance(payload, dict):
         return Job(ident, key, job_type, None, "job payload is not a JSON object")
+    missing = [name for name, value in (("key", key), ("type", job_type)) if not value]
+    if missing:
+        return Job(ident, key, job_type, payload,
+                   f"job entry has no {' and no '.join(missing)}")
     return Job(ident, key, job_type, payload)
 
 
@@ -131,14 +137,15 @@ class JobQueue:
 
     def take(self, jobs: Sequence[Job]) -> list[int]:
         """Take each job (see module docstring); returns TAKE_NEW / TAKE_RESUME / TAKE_GONE per
-        job. Jobs without a key are reported gone. One round trip for the whole batch."""
-        named = [job for job in jobs if job.key]
+        job. A malformed entry (``error`` set) is this member's alone and reported new, to be
+        dropped with its error. One round trip for the whole batch."""
+        named = [job for job in jobs if job.key and not job.error]
         codes: dict[str, int] = {}
         if named:
             reply = self._take(keys=[keys.redis_monitor_taken(), *(job.key for job in named)],
                                args=[job.entry_id for job in named])
             codes = {job.entry_id: int(code) for job, code in zip(named, reply, strict=True)}
-        return [codes.get(job.entry_id, TAKE_GONE) for job in jobs]
+        return [TAKE_NEW if job.error else codes.get(job.entry_id, TAKE_GONE) for job in jobs]
 
     def keep_fresh(self, jobs: Sequence[Job]) -> None:
         """Reset the idle time of entries still being handled, so nobody claims them. 1 round trip."""
@@ -150,7 +157,7 @@ class JobQueue:
         """Queue forgetting the taken records and acknowledging the entries on ``pipe``."""
         if not jobs:
             return
-        named = [job.key for job in jobs if job.key]
+        named = [job.key for job in jobs if job.key and not job.error]
         if named:
             pipe.hdel(keys.redis_monitor_taken(), *named)
         pipe.xack(self.stream, GROUP, *(job.entry_id for job in jobs))

@@ -125,7 +125,9 @@ class RedisMonitor:
             self.queue.ensure_group()
             self._group_ready = True
         if self._unacked:
-            self._deliver_and_ack(self._unacked, self._unacked_report)
+            self.queue.keep_fresh(self._unacked + self._retries)
+            with self._kept_fresh(self._unacked):
+                self._deliver_and_ack(self._unacked, self._unacked_report)
         ticked = self._run_ticks()
         jobs = self._claim_if_due()
         jobs += self.queue.read(self.batch_size, self._block_ms(bool(jobs)))
@@ -140,8 +142,8 @@ class RedisMonitor:
         outcome.report.skipped = len(gone)
         for name, count in ticked.items():
             outcome.report.handled[name] = outcome.report.handled.get(name, 0) + count
-        self.queue.keep_fresh(self._retries)
-        self._deliver_and_ack(outcome.finished, outcome.report)
+        with self._kept_fresh(outcome.finished + self._retries):
+            self._deliver_and_ack(outcome.finished, outcome.report)
         return outcome.report
 
     def close(self) -> None:
@@ -209,6 +211,8 @@ class RedisMonitor:
     def _handle_one(self, job: Job, outcome: _Outcome) -> None:
         plugin = next((plugin for plugin in self.plugins if plugin.accepts(job)), None)
         try:
+            if job.error:
+                raise JobError(job.error)
             if plugin is None:
                 raise JobError(f"no plugin handles job type {job.type!r} (key {job.key!r})")
             if not plugin.check_precondition(job):

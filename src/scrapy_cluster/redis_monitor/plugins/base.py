@@ -40,6 +40,7 @@ class BaseMonitor:
     job_types: ClassVar[tuple[str, ...]] = ()
     regex: ClassVar[str | None] = None
     required: ClassVar[Mapping[str, type | tuple[type, ...]]] = {}
+    optional: ClassVar[Mapping[str, type | tuple[type, ...]]] = {}
     tick_interval_s: ClassVar[float | None] = None
 
     def __init__(self, *, logger: logging.Logger, redis_client: redis.Redis, frontier: Frontier,
@@ -68,13 +69,16 @@ class BaseMonitor:
             self._pattern is None or self._pattern.match(job.key) is not None)
 
     def validate(self, job: Job) -> dict[str, Any]:
-        """The job's payload, checked against ``required`` (raises ``JobError`` naming the field)."""
+        """The job's payload, checked against ``required`` and ``optional`` (field -> type);
+        raises ``JobError`` naming the field."""
         if job.payload is None:
             raise JobError(job.error or "job has no payload")
-        for name, kinds in self.required.items():
+        for name, kinds in [*self.required.items(), *self.optional.items()]:
             value = job.payload.get(name)
             if value is None:
-                raise JobError(f"{job.type} job lacks required field {name!r}")
+                if name in self.required:
+                    raise JobError(f"{job.type} job lacks required field {name!r}")
+                continue
             if not isinstance(value, kinds) or isinstance(value, bool):
                 raise JobError(f"{job.type} job field {name!r} has the wrong type "
                                f"({type(value).__name__})")

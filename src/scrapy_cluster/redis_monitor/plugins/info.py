@@ -27,6 +27,7 @@ class InfoMonitor(BaseMonitor):
     job_types = ("info",)
     regex = r"^info:"
     required = {"appid": str, "spiderid": str, "uuid": str}
+    optional = {"crawlid": str}
 
     def handle(self, job: Job) -> None:
         request = self.validate(job)

@@ -20,6 +20,7 @@ class StatsMonitor(BaseMonitor):
     job_types = ("statsrequest",)
     regex = r"^statsrequest:"
     required = {"appid": str, "uuid": str}
+    optional = {"stats": str}
 
     def setup(self, settings: Mapping[str, Any]) -> None:
         self.cluster = ClusterStats(self.redis, settings, frontier=self.frontier, clock=self.clock)

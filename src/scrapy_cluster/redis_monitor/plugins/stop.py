@@ -43,6 +43,7 @@ class StopMonitor(_Purging):
     job_types = ("stop",)
     regex = r"^stop:"
     required = {"appid": str, "spiderid": str, "uuid": str}
+    optional = {"crawlid": str}
 
     def handle(self, job: Job) -> None:
         request = self.validate(job)
