@@ -26,6 +26,7 @@ from scrapy_cluster.bus import create_bus
 from scrapy_cluster.cli import main
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.settings import load_settings
+from tests.support.processes import stop_processes
 
 pytestmark = pytest.mark.integration
 CRAWL = {"url": "http://www.dmoz.org/", "appid": "testapp", "crawlid": "abc123"}
@@ -78,17 +79,7 @@ class Monitors:
         return process
 
     def stop_all(self) -> list[int | None]:
-        for process in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        codes = []
-        for process in self.processes:
-            try:
-                codes.append(process.wait(20))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                codes.append(process.wait(5))
-        return codes
+        return stop_processes(self.processes)
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ from scrapy_cluster.cli import main
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.kafka_monitor.jobs import JobWriter
 from scrapy_cluster.settings import load_settings
+from tests.support.processes import stop_processes
 
 pytestmark = pytest.mark.integration
 
@@ -167,18 +168,7 @@ class Processes:
                          f"{self.log(process)[-3000:]}" for process, _ in self.processes)
 
     def stop_all(self) -> list[int | None]:
-        for process, _ in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGCONT)
-                process.send_signal(signal.SIGTERM)
-        codes: list[int | None] = []
-        for process, _ in self.processes:
-            try:
-                codes.append(process.wait(20))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                codes.append(process.wait(5))
-        return codes
+        return stop_processes([process for process, _ in self.processes])
 
 
 @pytest.fixture
