@@ -187,6 +187,20 @@ def test_response_item_carries_the_crawl_response_fields() -> None:
             "spiderid": "link", "attrs": {"k": "v"}, "timestamp": "1970-01-01T00:00:00+00:00"}
 
 
+def test_a_depth_upgrade_is_marked_on_its_item_and_not_inherited_by_its_links() -> None:
+    from scrapy_cluster.frontier import codec
+
+    stored = codec.decode_item(b'{"du":true,"u":"http://a.test/p","a":"app","cd":2}',
+                               spiderid="link", crawlid="c", priority=-20)
+    request = request_from_dict(stored, _Spider())
+    response = HtmlResponse("http://a.test/p", body=b"<html></html>", request=request)
+    item = items.response_item(response, [], now_s=0.0, base64_body=False)
+    assert (request.meta["depth_upgrade"], item["depth_upgrade"]) == (True, True)
+    assert "depth_upgrade" not in meta.inherit(request.meta, {})
+    plain = items.response_item(_response(b"x"), [], now_s=0.0, base64_body=False)
+    assert "depth_upgrade" not in plain
+
+
 def test_response_headers_keep_every_value() -> None:
     item = items.response_item(_response(b"x"), [], now_s=0.0, base64_body=False)
     assert item["response_headers"]["Set-Cookie"] == ["a=1", "b=2"]

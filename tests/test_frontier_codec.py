@@ -57,9 +57,15 @@ def test_fingerprint_differs_by_method_and_body() -> None:
     assert len({get, post, post_other}) == 3
 
 
-def test_dupe_slot_is_three_hex_bucket_and_eight_byte_record() -> None:
+def test_dupe_slot_is_three_hex_bucket_and_seven_fingerprint_bytes() -> None:
     bucket, record = codec.dupe_slot(bytes([0x12, 0x34, *range(14)]))
-    assert bucket == b"123" and record == bytes(range(8))
+    assert bucket == b"123" and record == bytes(range(7))
+
+
+def test_url_field_is_how_the_url_appears_in_an_item() -> None:
+    item = codec.encode_item({"url": "http://a.com/p?q=\"1\"", "appid": "app",
+                              "crawlid": "c", "spiderid": "link"})
+    assert codec.url_field("http://a.com/p?q=\"1\"") in item
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [

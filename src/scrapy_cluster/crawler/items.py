@@ -43,8 +43,13 @@ def timestamp(now_s: float) -> str:
 
 
 def _identity(meta: Mapping[str, Any]) -> dict[str, Any]:
-    return {"appid": meta.get("appid"), "crawlid": meta.get("crawlid"),
-            "spiderid": meta.get("spiderid"), "attrs": meta.get("attrs")}
+    """Who asked for the page; plus ``depth_upgrade: true`` when the URL was fetched before in
+    this crawl and comes again because it was found at a smaller depth (see docs/crawler.md)."""
+    identity = {"appid": meta.get("appid"), "crawlid": meta.get("crawlid"),
+                "spiderid": meta.get("spiderid"), "attrs": meta.get("attrs")}
+    if meta.get("depth_upgrade"):
+        identity["depth_upgrade"] = True
+    return identity
 
 
 def encode_body(body: bytes, *, force_base64: bool) -> dict[str, Any]:

@@ -16,7 +16,9 @@ INHERITED_FIELDS = (
     *IDENTITY_FIELDS, "attrs", "maxdepth", "allowed_domains", "allow_regex", "deny_regex",
     "deny_extensions", "expires", "useragent", "cookie", "domain_max_pages",
 )
-CLUSTER_FIELDS = (*INHERITED_FIELDS, "curdepth", "priority")
+CLUSTER_FIELDS = (*INHERITED_FIELDS, "curdepth", "priority", "depth_upgrade")
+"""``depth_upgrade`` (set by the frontier on a URL fetched again because it was found at a
+smaller depth) is carried by the request and its retries, never inherited by its links."""
 SCRAPY_RUNTIME_META = frozenset({
     "depth", "download_latency", "download_slot", "download_timeout", "redirect_times",
     "redirect_ttl", "redirect_urls", "redirect_reasons", "retry_times", "is_start_request",

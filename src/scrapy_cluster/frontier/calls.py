@@ -124,11 +124,16 @@ class FrontierCalls:
     def _request_args(self, request: dict[str, Any], dedupe: bool) -> list[Any]:
         codec.validate(request)
         domain = self.extract_domain(request["url"])
-        bucket, record = b"", b""
+        bucket, record, depth, at_limit, url_field = b"", b"", 0, 0, b""
         if dedupe and not request.get("dont_filter"):
             bucket, record = codec.dupe_slot(codec.fingerprint(request))
+            curdepth = int(request.get("curdepth") or 0)
+            depth = min(curdepth, codec.MAX_DEPTH_RECORDED)
+            at_limit = int(curdepth >= int(request.get("maxdepth") or 0))
+            url_field = codec.url_field(request["url"])
         return [request["spiderid"], domain, int(request.get("priority", 1)), request["crawlid"],
-                request["appid"], bucket, record, codec.encode_item(request)]
+                request["appid"], bucket, record, depth, at_limit, url_field,
+                codec.encode_item(request)]
 
     def enqueue(self, requests: Sequence[dict[str, Any]], *, dedupe: bool,
                 now_ms: int | None) -> tuple[Call, list[tuple[int, str]]]:
@@ -146,7 +151,8 @@ class FrontierCalls:
     @staticmethod
     def parse_enqueue(reply: Sequence[int], invalid: list[tuple[int, str]]) -> EnqueueResult:
         return EnqueueResult(queued=int(reply[0]), duplicates=int(reply[1]),
-                             blacklisted=int(reply[2]), invalid=invalid)
+                             blacklisted=int(reply[2]), invalid=invalid,
+                             depth_upgrades=int(reply[3]))
 
     # --- pop -------------------------------------------------------------------
     def pop(self, view: DispatchView, n: int, now_ms: int | None) -> Call:

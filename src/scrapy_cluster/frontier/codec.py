@@ -36,6 +36,7 @@ SHORT_NAMES = {
     "expires": "e", "useragent": "ua", "cookie": "ck", "domain_max_pages": "dm",
     "method": "m", "headers": "h", "body": "b", "body_b64": "bb", "cookies": "cs",
     "meta": "mt", "callback": "cb", "errback": "eb", "dont_filter": "df", "retry_times": "rt",
+    "depth_upgrade": "du",
 }
 LONG_NAMES = {short: long for long, short in SHORT_NAMES.items()}
 EXTRA = "x"
@@ -53,7 +54,11 @@ HOST_CACHE_SIZE = 100_000
 
 FINGERPRINT_BYTES = 16
 DUPE_BUCKET_BITS = 12
-DUPE_RECORD = slice(2, 10)
+DUPE_FINGERPRINT = slice(2, 9)
+"""Fingerprint bytes kept in a dupefilter record (7 bytes + the 12 bucket bits: 68 bits); the
+record's eighth byte holds the smallest depth at which the crawl saw the URL."""
+MAX_DEPTH_RECORDED = 254
+"""Depths above this are recorded as this (a record's depth is one byte)."""
 
 
 class DomainExtractor:
@@ -151,6 +156,13 @@ _GET_HEAD = _length_prefixed(b"GET")
 
 
 def dupe_slot(digest: bytes) -> tuple[bytes, bytes]:
-    """(bucket field, 8-byte record) under which ``digest`` is stored in a dupefilter hash."""
+    """(bucket field, 7-byte fingerprint) under which ``digest`` is stored in a dupefilter hash;
+    the enqueue script appends the depth byte to make the 8-byte record."""
     bucket = int.from_bytes(digest[:2], "big") >> (16 - DUPE_BUCKET_BITS)
-    return f"{bucket:03x}".encode(), digest[DUPE_RECORD]
+    return f"{bucket:03x}".encode(), digest[DUPE_FINGERPRINT]
+
+
+def url_field(url: str) -> bytes:
+    """How ``url`` appears inside an encoded item (``"u":"..."``): the enqueue script looks a
+    queued copy up by it when a URL comes back at a smaller depth."""
+    return b'"u":' + orjson.dumps(url)

@@ -66,12 +66,15 @@ class LateSend:
 
 @dataclass
 class EnqueueResult:
-    """Counts of one batch. ``invalid`` lists (index in the batch, reason) of refused requests."""
+    """Counts of one batch. ``invalid`` lists (index in the batch, reason) of refused requests.
+    ``depth_upgrades``: requests seen before only at a larger depth, queued again at theirs
+    (included in ``queued``)."""
 
     queued: int = 0
     duplicates: int = 0
     blacklisted: int = 0
     invalid: list[tuple[int, str]] = field(default_factory=list)
+    depth_upgrades: int = 0
 
 
 @dataclass(frozen=True)

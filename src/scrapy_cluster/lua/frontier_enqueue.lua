@@ -6,9 +6,21 @@
 -- ARGV[3]  '1' keep requests of blacklisted domains queued (SCHEDULER_BACKLOG_BLACKLIST), '0' drop
 -- ARGV[4]  dupefilter TTL ms
 -- ARGV[5]  view idle timeout ms (SCHEDULER_QUEUE_TIMEOUT)
--- ARGV[6..] 8 fields per request: spiderid, domain, priority, crawlid, appid,
---           dupefilter bucket ('' = no duplicate check), dupefilter record, encoded item (JSON)
--- Returns {queued, duplicates, blacklisted}.
+-- ARGV[6..] 11 fields per request: spiderid, domain, priority, crawlid, appid,
+--           dupefilter bucket ('' = no duplicate check), dupefilter fingerprint (7 bytes),
+--           depth (0..254), '1' when depth >= maxdepth (the page's links will be cut) else '0',
+--           the item's url field as JSON ('"u":"..."', to find a queued copy),
+--           encoded item (JSON)
+-- Returns {queued, duplicates, blacklisted, depth upgrades}.
+-- Depth: each dupefilter record is 7 fingerprint bytes and 1 byte holding the smallest depth at
+-- which the crawl saw the URL. A request seen before at a larger depth is a depth upgrade: the
+-- record takes the smaller depth, a copy still queued is removed (looked for in the crawl's
+-- sub-queues of that domain, at most UPGRADE_SCAN items), and the request is queued at its
+-- own (smaller) depth and priority. When no queued copy was found (it was fetched or is being
+-- fetched), the URL is fetched again only if the crawl has queued a page at its maxdepth (the
+-- field LIMIT_FIELD of its dupefilter): only then can links have been cut, so a crawl that fits
+-- inside its limit still fetches each page once. Such a new item is marked "du"
+-- (depth_upgrade) so its result can say why the URL comes again.
 -- Work repeated within a batch is done once per batch: the crawl-blacklist
 -- check per crawl, the app-crawls SADD per (app, crawl), the dupefilter TTL per
 -- filter, the sequence counter per spider (one INCRBY at the end) and the
@@ -18,7 +30,7 @@ local now = now_ms(ARGV[2])
 local keep_blacklisted = ARGV[3] == '1'
 local dupe_ttl_ms = tonumber(ARGV[4])
 local view_timeout_ms = tonumber(ARGV[5])
-local queued, duplicates, blacklisted = 0, 0, 0
+local queued, duplicates, blacklisted, upgrades = 0, 0, 0, 0
 local batch = new_batch()
 local woken = {}
 local seen_spiders = {}
@@ -28,21 +40,57 @@ local filters = {}             -- dupefilter key -> true (PEXPIRE once at the en
 local sequences = {}           -- spider -> {key, last value, increments}
 local dupefilters = {}         -- spider \0 crawl -> dupefilter key
 
-local function seen_before(filter, bucket, record)
+local UPGRADE_SCAN = 10000
+local LIMIT_FIELD = 'limit'    -- in the dupefilter hash (bucket fields are 3 hex digits)
+
+-- 'new' (recorded now), 'duplicate' (seen at this depth or a smaller one) or 'upgrade'
+-- (seen only at larger depths; the record now holds this depth).
+local function dedupe(filter, bucket, fingerprint, depth)
   filters[filter] = true
-  local value = redis.call('HGET', filter, bucket)
-  if value then
-    local start = 1
-    while true do
-      local pos = string.find(value, record, start, true)
-      if not pos then break end
-      if (pos - 1) % RECORD_BYTES == 0 then return true end
-      start = pos + 1
+  local value = redis.call('HGET', filter, bucket) or ''
+  local start = 1
+  while true do
+    local pos = string.find(value, fingerprint, start, true)
+    if not pos then break end
+    if (pos - 1) % RECORD_BYTES == 0 then
+      local at = pos + RECORD_BYTES - 1
+      if depth >= string.byte(value, at) then return 'duplicate' end
+      redis.call('HSET', filter, bucket,
+                 string.sub(value, 1, at - 1) .. string.char(depth) .. string.sub(value, at + 1))
+      return 'upgrade'
     end
-  else
-    value = ''
+    start = pos + 1
   end
-  redis.call('HSET', filter, bucket, value .. record)
+  redis.call('HSET', filter, bucket, value .. fingerprint .. string.char(depth))
+  return 'new'
+end
+
+-- Removes the crawl's queued copy of a URL from the domain (its item holds url_field).
+-- Returns true when one was found.
+local function remove_queued_copy(spider, domain, crawl, url_field, batch)
+  local index = domain_index_key(spider, domain)
+  local budget = UPGRADE_SCAN
+  for _, member in ipairs(redis.call('ZRANGE', index, 0, -1)) do
+    local priority, member_crawl = parse_member(member)
+    if member_crawl == crawl and budget > 0 then
+      local sub = subqueue_key(spider, domain, priority, crawl)
+      local items = redis.call('LRANGE', sub, 0, budget - 1)
+      budget = budget - #items
+      for position, item in ipairs(items) do
+        if string.find(item, url_field, 1, true) then
+          redis.call('LREM', sub, 1, item)
+          add_count(batch, spider, crawl, domain .. '|' .. priority, -1)
+          local head = redis.call('LINDEX', sub, 0)
+          if not head then
+            redis.call('ZREM', index, member)
+          elseif position == 1 then
+            redis.call('ZADD', index, index_score(priority, item_seq(head)), member)
+          end
+          return true
+        end
+      end
+    end
+  end
   return false
 end
 
@@ -97,16 +145,33 @@ local function add_app_crawl(spider, app, crawl)
   redis.call('SADD', key, crawl)
 end
 
-for i = 6, #ARGV, 8 do
+for i = 6, #ARGV, 11 do
   local spider, domain, priority, crawl = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
-  local app, bucket, record, item = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
+  local app, bucket, fingerprint = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
+  local depth, at_limit, url_field, item = tonumber(ARGV[i + 7]), ARGV[i + 8], ARGV[i + 9], ARGV[i + 10]
   prune_views(spider)
+  local seen = 'new'
   if crawl_is_blacklisted(spider, crawl)
       or (not keep_blacklisted and redis.call('SISMEMBER', KEYS[1], domain) == 1) then
     blacklisted = blacklisted + 1
-  elseif bucket ~= '' and seen_before(dupefilter_key(spider, crawl), bucket, record) then
-    duplicates = duplicates + 1
-  else
+    seen = 'blacklisted'
+  elseif bucket ~= '' then
+    local filter = dupefilter_key(spider, crawl)
+    seen = dedupe(filter, bucket, fingerprint, depth)
+    if seen == 'upgrade' and not remove_queued_copy(spider, domain, crawl, url_field, batch) then
+      if redis.call('HEXISTS', filter, LIMIT_FIELD) == 1 then
+        item = (item == '{}') and '{"du":true}' or ('{"du":true,' .. string.sub(item, 2))
+      else
+        seen = 'duplicate'   -- fetched already, and nothing of this crawl was cut by maxdepth
+      end
+    end
+    if seen == 'duplicate' then duplicates = duplicates + 1 end
+    if at_limit == '1' and (seen == 'new' or seen == 'upgrade') then
+      redis.call('HSET', filter, LIMIT_FIELD, 1)
+    end
+  end
+  if seen == 'new' or seen == 'upgrade' then
+    if seen == 'upgrade' then upgrades = upgrades + 1 end
     local seq = next_seq(spider)
     local newly = push_item(spider, domain, priority, crawl, seq .. ' ' .. item, false, now,
                             view_timeout_ms, batch)
@@ -119,4 +184,4 @@ for _, seq in pairs(sequences) do redis.call('INCRBY', seq[1], seq[3]) end
 for filter in pairs(filters) do redis.call('PEXPIRE', filter, dupe_ttl_ms) end
 flush_counts(batch)
 for spider, tokens in pairs(woken) do wake(spider, math.max(tokens, 1)) end
-return {queued, duplicates, blacklisted}
+return {queued, duplicates, blacklisted, upgrades}

@@ -7,7 +7,7 @@
 -- made by substituting into those templates, so no key name is spelled here.
 
 local SEQ_SPAN = 274877906944      -- 2^38: a spider's enqueue sequence stays below it
-local RECORD_BYTES = 8             -- dupefilter record size (fingerprint bytes 2..9)
+local RECORD_BYTES = 8             -- dupefilter record: fingerprint bytes 2..8, then the smallest depth seen
 local WAKE_TOKENS_MAX = 64         -- wake list cap
 local WAKE_TTL_MS = 60000
 local LEASED_FIELD = '~leased'
@@ -120,11 +120,12 @@ local function flush_counts(batch)
   for _, entry in pairs(batch.counts) do count_add(entry[1], entry[2], entry[3], entry[4]) end
 end
 
-local function add_count(batch, spider, crawl, field)
-  if batch == nil then return count_add(spider, crawl, field, 1) end
+local function add_count(batch, spider, crawl, field, amount)
+  amount = amount or 1
+  if batch == nil then return count_add(spider, crawl, field, amount) end
   local id = spider .. '\0' .. crawl .. '\0' .. field
   local entry = batch.counts[id]
-  if entry then entry[4] = entry[4] + 1 else batch.counts[id] = {spider, crawl, field, 1} end
+  if entry then entry[4] = entry[4] + amount else batch.counts[id] = {spider, crawl, field, amount} end
 end
 
 -- Queues an encoded item "<seq> <json>" (at the head for a returned lease).
