@@ -81,16 +81,35 @@ def test_requests_without_dedupe_or_depth_are_unchanged(frontier: Frontier) -> N
     assert (deduped.queued, deduped.duplicates) == (1, 1)
 
 
-def test_a_crawl_inside_its_depth_limit_never_fetches_a_page_twice(frontier: Frontier) -> None:
+def test_a_crawl_inside_its_depth_limit_never_fetches_a_page_twice(
+        frontier: Frontier, redis_client: redis.Redis) -> None:
     deep = {"maxdepth": 10}
     frontier.enqueue_many([link("http://a.com/x", 3, **deep)], dedupe=True)
     (leased,) = frontier.pop(VIEW, 1).requests
     assert frontier.ack([leased.lease_id]) == 1
     again = frontier.enqueue_many([link("http://a.com/x", 1, **deep)], dedupe=True)
-    assert (again.queued, again.duplicates, again.depth_upgrades) == (0, 1, 0)
+    assert (again.queued, again.duplicates, again.depth_upgrades) == (0, 0, 1)
+    assert redis_client.llen(keys.crawl_held_upgrades("link", "c1")) == 1  # held, not queued
     # a queued copy still moves (no extra fetch), and the record keeps the smaller depth
     frontier.enqueue_many([link("http://a.com/y", 4, **deep)], dedupe=True)
     moved = frontier.enqueue_many([link("http://a.com/y", 2, **deep)], dedupe=True)
     assert (moved.queued, moved.depth_upgrades) == (1, 1)
     assert popped(frontier) == [("http://a.com/y", 2, -20, False)]
     assert frontier.enqueue_many([link("http://a.com/x", 2, **deep)], dedupe=True).duplicates == 1
+
+
+def test_held_upgrades_are_released_when_the_crawl_reaches_its_maxdepth(
+        frontier: Frontier, redis_client: redis.Redis) -> None:
+    deep = {"maxdepth": 4}
+    frontier.enqueue_many([link("http://a.com/x", 3, **deep)], dedupe=True)
+    (leased,) = frontier.pop(VIEW, 1).requests
+    frontier.ack([leased.lease_id])
+    frontier.enqueue_many([link("http://a.com/x", 2, **deep)], dedupe=True)
+    frontier.enqueue_many([link("http://a.com/x", 1, **deep)], dedupe=True)  # one hold per URL
+    assert redis_client.llen(keys.crawl_held_upgrades("link", "c1")) == 1
+    assert frontier.crawl_info("link", "app", "c1").total_pending == 0
+    limit = frontier.enqueue_many([link("http://b.com/deep", 4, **deep)], dedupe=True)
+    assert limit.queued == 2  # the page at maxdepth and the released upgrade
+    assert sorted(popped(frontier)) == [("http://a.com/x", 1, -10, True),
+                                        ("http://b.com/deep", 4, -40, False)]
+    assert not redis_client.exists(keys.crawl_held_upgrades("link", "c1"))

@@ -98,6 +98,13 @@ def crawl_counts(spiderid: str, crawlid: str) -> str:
     return f"{spiderid}:crawl:{crawlid}:counts"
 
 
+def crawl_held_upgrades(spiderid: str, crawlid: str) -> str:
+    """``<spiderid>:crawl:<crawlid>:held`` — LIST of depth-upgraded requests of already fetched
+    URLs (``<domain>\t<priority>\t<item>``), waiting until the crawl queues a page at its
+    maxdepth. Owner: frontier; TTL DUPEFILTER_TIMEOUT."""
+    return f"{spiderid}:crawl:{crawlid}:held"
+
+
 def app_crawls(spiderid: str, appid: str) -> str:
     """``<spiderid>:app:<appid>:crawls`` — SET of the app's crawlids with work (frontier)."""
     return f"{spiderid}:app:{appid}:crawls"

@@ -86,6 +86,7 @@ def _spider_templates() -> dict[str, str]:
         "seq": keys.enqueue_sequence(spider), "wake": keys.wake_list(spider),
         "blacklist": keys.crawl_blacklist(spider), "dupefilter": keys.dupefilter(spider, crawl),
         "app": keys.app_crawls(spider, keys.PLACEHOLDER_APP),
+        "held": keys.crawl_held_upgrades(spider, crawl),
     }
 
 

@@ -11,16 +11,17 @@
 --           depth (0..254), '1' when depth >= maxdepth (the page's links will be cut) else '0',
 --           the item's url field as JSON ('"u":"..."', to find a queued copy),
 --           encoded item (JSON)
--- Returns {queued, duplicates, blacklisted, depth upgrades}.
+-- Returns {queued, duplicates, blacklisted, depth upgrades (queued, moved or held)}.
 -- Depth: each dupefilter record is 7 fingerprint bytes and 1 byte holding the smallest depth at
 -- which the crawl saw the URL. A request seen before at a larger depth is a depth upgrade: the
 -- record takes the smaller depth, a copy still queued is removed (looked for in the crawl's
 -- sub-queues of that domain, at most UPGRADE_SCAN items), and the request is queued at its
 -- own (smaller) depth and priority. When no queued copy was found (it was fetched or is being
--- fetched), the URL is fetched again only if the crawl has queued a page at its maxdepth (the
--- field LIMIT_FIELD of its dupefilter): only then can links have been cut, so a crawl that fits
--- inside its limit still fetches each page once. Such a new item is marked "du"
--- (depth_upgrade) so its result can say why the URL comes again.
+-- fetched), the URL is fetched again, its new item marked "du" (depth_upgrade), only once the
+-- crawl has queued a page at its maxdepth (field LIMIT_FIELD of its dupefilter): only then can
+-- links have been cut. Until then the item waits in the crawl's held LIST, released into the
+-- queues by the enqueue that first reaches maxdepth; a crawl that fits inside its limit never
+-- releases it, so it fetches each page once.
 -- Work repeated within a batch is done once per batch: the crawl-blacklist
 -- check per crawl, the app-crawls SADD per (app, crawl), the dupefilter TTL per
 -- filter, the sequence counter per spider (one INCRBY at the end) and the
@@ -67,6 +68,17 @@ end
 
 -- Removes the crawl's queued copy of a URL from the domain (its item holds url_field).
 -- Returns true when one was found.
+-- Holds a depth-upgraded item of a fetched URL until the crawl reaches its maxdepth
+-- (one entry per URL: an older hold of the same URL is replaced).
+local function hold(spider, crawl, domain, priority, url_field, item)
+  local held = crawl_key('held', spider, crawl)
+  for _, entry in ipairs(redis.call('LRANGE', held, 0, -1)) do
+    if string.find(entry, url_field, 1, true) then redis.call('LREM', held, 1, entry) end
+  end
+  redis.call('RPUSH', held, domain .. '\t' .. priority .. '\t' .. item)
+  redis.call('PEXPIRE', held, dupe_ttl_ms)
+end
+
 local function remove_queued_copy(spider, domain, crawl, url_field, batch)
   local index = domain_index_key(spider, domain)
   local budget = UPGRADE_SCAN
@@ -145,6 +157,25 @@ local function add_app_crawl(spider, app, crawl)
   redis.call('SADD', key, crawl)
 end
 
+local function queue_item(spider, domain, priority, crawl, app, item)
+  local seq = next_seq(spider)
+  local newly = push_item(spider, domain, priority, crawl, seq .. ' ' .. item, false, now,
+                          view_timeout_ms, batch)
+  add_app_crawl(spider, app, crawl)
+  woken[spider] = (woken[spider] or 0) + newly
+  queued = queued + 1
+end
+
+-- The crawl just reached its maxdepth: its held upgrades join the queues.
+local function release_held(spider, crawl, app)
+  local held = crawl_key('held', spider, crawl)
+  for _, entry in ipairs(redis.call('LRANGE', held, 0, -1)) do
+    local domain, priority, item = string.match(entry, '^([^\t]*)\t([^\t]*)\t(.*)$')
+    queue_item(spider, domain, tonumber(priority), crawl, app, item)
+  end
+  redis.call('DEL', held)
+end
+
 for i = 6, #ARGV, 11 do
   local spider, domain, priority, crawl = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
   local app, bucket, fingerprint = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
@@ -158,26 +189,24 @@ for i = 6, #ARGV, 11 do
   elseif bucket ~= '' then
     local filter = dupefilter_key(spider, crawl)
     seen = dedupe(filter, bucket, fingerprint, depth)
-    if seen == 'upgrade' and not remove_queued_copy(spider, domain, crawl, url_field, batch) then
-      if redis.call('HEXISTS', filter, LIMIT_FIELD) == 1 then
+    if seen == 'upgrade' then
+      upgrades = upgrades + 1
+      if not remove_queued_copy(spider, domain, crawl, url_field, batch) then
         item = (item == '{}') and '{"du":true}' or ('{"du":true,' .. string.sub(item, 2))
-      else
-        seen = 'duplicate'   -- fetched already, and nothing of this crawl was cut by maxdepth
+        if redis.call('HEXISTS', filter, LIMIT_FIELD) == 0 then
+          hold(spider, crawl, domain, priority, url_field, item)
+          seen = 'held'
+        end
       end
     end
     if seen == 'duplicate' then duplicates = duplicates + 1 end
-    if at_limit == '1' and (seen == 'new' or seen == 'upgrade') then
-      redis.call('HSET', filter, LIMIT_FIELD, 1)
+    if at_limit == '1' and (seen == 'new' or seen == 'upgrade')
+        and redis.call('HSETNX', filter, LIMIT_FIELD, 1) == 1 then
+      release_held(spider, crawl, app)
     end
   end
   if seen == 'new' or seen == 'upgrade' then
-    if seen == 'upgrade' then upgrades = upgrades + 1 end
-    local seq = next_seq(spider)
-    local newly = push_item(spider, domain, priority, crawl, seq .. ' ' .. item, false, now,
-                            view_timeout_ms, batch)
-    add_app_crawl(spider, app, crawl)
-    woken[spider] = (woken[spider] or 0) + newly
-    queued = queued + 1
+    queue_item(spider, domain, priority, crawl, app, item)
   end
 end
 for _, seq in pairs(sequences) do redis.call('INCRBY', seq[1], seq[3]) end

@@ -3,6 +3,8 @@
 Every host in ``SiteConfig.hosts`` (127.0.0.x) serves the same port. Graph pages live at
 ``/p/<n>.html`` and link to each other by a seeded random graph, some links crossing to the
 next host, so the pages a crawl must fetch are known in advance (``GeneratedSite.expected_urls``).
+``SiteConfig.graph`` replaces the random graph by an explicit one, for tests that need a given
+shape (``GeneratedSite.click_depths`` gives each page's breadth-first distance from a seed).
 Edge cases live under ``/special/`` and are reachable only from ``/special/index.html``:
 
 ==========================  ===================================================
@@ -40,6 +42,9 @@ SPECIAL_PATHS = ("/private/secret.html", "/special/missing.html", "/special/erro
                  "/special/slow.html")
 LATIN1_BODY = "<html><body><p>caf\xe9 cr\xe8me br\xfbl\xe9e</p></body></html>".encode("latin-1")
 
+GraphPage = tuple[str, int]
+"""A page of an explicit graph: ``(host, n)`` is served at ``http://host:port/p/<n>.html``."""
+
 
 @dataclass(frozen=True)
 class SiteConfig:
@@ -57,6 +62,11 @@ class SiteConfig:
     """``(host, status)``: the host answers this status for every page but robots.txt."""
     host_retry_after_s: tuple[tuple[str, int], ...] = ()
     """``(host, seconds)``: the host's ``host_status`` answers carry ``Retry-After: seconds``."""
+    graph: tuple[tuple[GraphPage, tuple[GraphPage, ...]], ...] = ()
+    """``((page, (link, ...)), ...)``: an explicit link graph used instead of the random one
+    (``pages_per_host``, ``links_per_page``, ``cross_host_every`` and ``seed`` then unused).
+    Links keep their order on the page; a page only named as a link has none. Every page's
+    host must be one of ``hosts``."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +90,16 @@ class GeneratedSite:
     def url(self, host: str, path: str) -> str:
         return f"http://{host}:{self.port}{path}"
 
+    def page_url(self, page: GraphPage) -> str:
+        """The URL of an explicit graph page ``(host, n)``."""
+        host, number = page
+        if host not in self.config.hosts:
+            raise ValueError(f"graph page {page!r}: host {host!r} is not in SiteConfig.hosts")
+        return self.url(host, f"/p/{number}.html")
+
     def _build_graph(self) -> dict[str, list[str]]:
+        if self.config.graph:
+            return self._explicit_graph()
         cfg, rng = self.config, Random(self.config.seed)
         graph: dict[str, list[str]] = {}
         for host_index, host in enumerate(cfg.hosts):
@@ -93,6 +112,28 @@ class GeneratedSite:
                     links.append(self.url(target_host, f"/p/{rng.randrange(cfg.pages_per_host)}.html"))
                 graph[self.url(host, f"/p/{number}.html")] = links
         return graph
+
+    def _explicit_graph(self) -> dict[str, list[str]]:
+        graph: dict[str, list[str]] = {}
+        for page, links in self.config.graph:
+            graph.setdefault(self.page_url(page), []).extend(self.page_url(link) for link in links)
+            for link in links:
+                graph.setdefault(self.page_url(link), [])
+        return graph
+
+    def graph_urls(self) -> set[str]:
+        """Every graph page of the site."""
+        return set(self._links)
+
+    def click_depths(self, seed_url: str) -> dict[str, int]:
+        """Breadth-first distance in clicks from ``seed_url`` of every graph page it reaches."""
+        depths, level, depth = {seed_url: 0}, [seed_url], 0
+        while level:
+            depth += 1
+            level = list(dict.fromkeys(link for url in level for link in self.graph_links(url)
+                                       if link not in depths))
+            depths.update(dict.fromkeys(level, depth))
+        return depths
 
     def graph_links(self, url: str) -> list[str]:
         """Absolute outgoing links of a graph page (empty for any other URL)."""
