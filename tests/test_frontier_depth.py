@@ -113,3 +113,13 @@ def test_held_upgrades_are_released_when_the_crawl_reaches_its_maxdepth(
     assert sorted(popped(frontier)) == [("http://a.com/x", 1, -10, True),
                                         ("http://b.com/deep", 4, -40, False)]
     assert not redis_client.exists(keys.crawl_held_upgrades("link", "c1"))
+
+
+def test_a_purge_drops_the_held_upgrades(frontier: Frontier, redis_client: redis.Redis) -> None:
+    frontier.enqueue_many([link("http://a.com/x", 3, maxdepth=9)], dedupe=True)
+    (leased,) = frontier.pop(VIEW, 1).requests
+    frontier.ack([leased.lease_id])
+    frontier.enqueue_many([link("http://a.com/x", 1, maxdepth=9)], dedupe=True)
+    assert redis_client.exists(keys.crawl_held_upgrades("link", "c1"))
+    frontier.purge("link", "app", "c1")
+    assert not redis_client.exists(keys.crawl_held_upgrades("link", "c1"))

@@ -38,7 +38,6 @@ pytestmark = pytest.mark.integration
 SPIDER, APP = "link", "testapp"
 GROUP = "redis-monitor"  # the job stream's consumer group
 WINDOWS = ("900", "3600", "21600", "43200", "86400", "604800")
-BATCH_SIZE = 100  # REDIS_MONITOR_BATCH_SIZE's default
 MIN_HELD = 10  # jobs the killed monitor must hold for the kill test to mean something
 
 
@@ -480,27 +479,31 @@ def test_monitor_killed_with_jobs_in_hand_loses_none(
         answers_factory: Callable[[dict[str, str], list[str]], Answers]) -> None:
     env = redis_env  # REDIS_LOCK_EXPIRATION=1: the victim's jobs are claimed after 1 s idle
     answers = answers_factory(env, [firehose(env)])
-    victim, survivor = start_monitors(env, processes, redis_client, 2)
+    # The victim runs alone and reads all 1,000 jobs as one batch, so it holds them for as long
+    # as it takes to handle them; it is frozen (SIGSTOP) until caught holding at least
+    # MIN_HELD jobs it read but did not acknowledge; then a second monitor joins and the victim
+    # is SIGKILLed while both are members of the group.
+    [victim] = start_monitors({**env, "REDIS_MONITOR_BATCH_SIZE": "1000"}, processes,
+                              redis_client, 1)
     victim_name = consumer_of(redis_client, victim)
-    # All 1,000 jobs at once; as soon as answers appear the victim is frozen (SIGSTOP) until
-    # it is caught holding a batch it read but did not acknowledge, then SIGKILLed.
     write_info_jobs(env, redis_client, range(1000))
     answered = keys.bus_stream(firehose(env))
     held: list[str] = []
     attempts = 0
     deadline = time.monotonic() + 30
     while len(held) < MIN_HELD:
-        assert time.monotonic() < deadline, f"no answers in 30 s\n{processes.logs()}"
-        assert redis_client.xlen(answered) < 1000, (
+        assert time.monotonic() < deadline, f"the victim never held jobs\n{processes.logs()}"
+        assert pending_jobs(redis_client) or redis_client.xlen(answered) < 1000, (
             f"every job was answered before the victim was caught holding {MIN_HELD} "
             f"({attempts} attempts)")
         if attempts:
             victim.send_signal(signal.SIGCONT)
-        if redis_client.xlen(answered):
-            attempts += 1
-            held = frozen_with_jobs(redis_client, victim, victim_name)
+        attempts += 1
+        held = frozen_with_jobs(redis_client, victim, victim_name)
+    survivor = processes.start(env, "redis-monitor")
+    wait_for(lambda: len(monitors_up(redis_client)) == 2, 30,
+             lambda: f"the second monitor reading jobs\n{processes.logs()}")
     answered_at_kill = int(redis_client.xlen(answered))
-    assert answered_at_kill < 1000, "no job left unanswered at the kill"
     victim.send_signal(signal.SIGKILL)
     assert victim.wait(10) == -signal.SIGKILL
     entries: Any = [redis_client.xrange(keys.redis_monitor_jobs(), entry, entry)
@@ -524,7 +527,7 @@ def test_monitor_killed_with_jobs_in_hand_loses_none(
               f"answered; {sum(uuids.values()) - 1000} duplicate answers")
     assert set(uuids) == {f"u{n}" for n in range(1000)}, report
     assert duplicated <= held_uuids, f"{report}; duplicated outside the victim's batch"
-    assert sum(uuids.values()) - 1000 <= BATCH_SIZE, report
+    assert sum(uuids.values()) - 1000 <= len(held), report
     assert redis_client.hlen(keys.redis_monitor_taken()) == 0, report
     assert survivor.poll() is None, processes.logs()
 

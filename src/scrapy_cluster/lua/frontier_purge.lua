@@ -62,6 +62,6 @@ for i = 1, #scan[2], 2 do
   end
 end
 if scan[1] ~= '0' then return {removed, 'l' .. scan[1], leased} end
-redis.call('DEL', counts)
+redis.call('DEL', counts, crawl_key('held', spider, crawl))
 redis.call('SREM', KEYS[3], crawl)
 return {removed, 'done', leased}
