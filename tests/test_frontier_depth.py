@@ -123,3 +123,12 @@ def test_a_purge_drops_the_held_upgrades(frontier: Frontier, redis_client: redis
     assert redis_client.exists(keys.crawl_held_upgrades("link", "c1"))
     frontier.purge("link", "app", "c1")
     assert not redis_client.exists(keys.crawl_held_upgrades("link", "c1"))
+
+
+def test_a_url_with_escaped_characters_is_found_in_the_queue(frontier: Frontier) -> None:
+    odd = 'http://a.com/q?x="1"&y=\\z'
+    frontier.enqueue_many([link(odd, 3), link(odd + "2", 3)], dedupe=True)
+    moved = frontier.enqueue_many([link(odd, 2)], dedupe=True)
+    assert (moved.queued, moved.depth_upgrades) == (1, 1)
+    assert frontier.crawl_info("link", "app", "c1").total_pending == 2
+    assert sorted(popped(frontier)) == [(odd, 2, -20, False), (odd + "2", 3, -30, False)]

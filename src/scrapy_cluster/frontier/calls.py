@@ -125,16 +125,14 @@ class FrontierCalls:
     def _request_args(self, request: dict[str, Any], dedupe: bool) -> list[Any]:
         codec.validate(request)
         domain = self.extract_domain(request["url"])
-        bucket, record, depth, at_limit, url_field = b"", b"", 0, 0, b""
+        bucket, record, depth = b"", b"", 0
         if dedupe and not request.get("dont_filter"):
             bucket, record = codec.dupe_slot(codec.fingerprint(request))
             curdepth = int(request.get("curdepth") or 0)
-            depth = min(curdepth, codec.MAX_DEPTH_RECORDED)
-            at_limit = int(curdepth >= int(request.get("maxdepth") or 0))
-            url_field = codec.url_field(request["url"])
+            at_limit = curdepth >= int(request.get("maxdepth") or 0)
+            depth = 2 * min(curdepth, codec.MAX_DEPTH_RECORDED) + at_limit
         return [request["spiderid"], domain, int(request.get("priority", 1)), request["crawlid"],
-                request["appid"], bucket, record, depth, at_limit, url_field,
-                codec.encode_item(request)]
+                request["appid"], bucket, record, depth, codec.encode_item(request)]
 
     def enqueue(self, requests: Sequence[dict[str, Any]], *, dedupe: bool,
                 now_ms: int | None) -> tuple[Call, list[tuple[int, str]]]:

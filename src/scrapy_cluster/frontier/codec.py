@@ -103,8 +103,9 @@ def validate(request: Any) -> None:
 
 
 def encode_item(request: dict[str, Any]) -> bytes:
-    """Compact JSON of ``request`` without the fields its key implies."""
-    compact: dict[str, Any] = {}
+    """Compact JSON of ``request`` without the fields its key implies; the url comes first
+    (``{"u":"...",``), where the enqueue script reads it to find a queued copy."""
+    compact: dict[str, Any] = {"u": request["url"]}
     extra: dict[str, Any] = {}
     plan = _ENCODING_PLAN
     for name, value in request.items():
@@ -161,8 +162,3 @@ def dupe_slot(digest: bytes) -> tuple[bytes, bytes]:
     bucket = int.from_bytes(digest[:2], "big") >> (16 - DUPE_BUCKET_BITS)
     return f"{bucket:03x}".encode(), digest[DUPE_FINGERPRINT]
 
-
-def url_field(url: str) -> bytes:
-    """How ``url`` appears inside an encoded item (``"u":"..."``): the enqueue script looks a
-    queued copy up by it when a URL comes back at a smaller depth."""
-    return b'"u":' + orjson.dumps(url)

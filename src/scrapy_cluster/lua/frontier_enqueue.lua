@@ -6,11 +6,10 @@
 -- ARGV[3]  '1' keep requests of blacklisted domains queued (SCHEDULER_BACKLOG_BLACKLIST), '0' drop
 -- ARGV[4]  dupefilter TTL ms
 -- ARGV[5]  view idle timeout ms (SCHEDULER_QUEUE_TIMEOUT)
--- ARGV[6..] 11 fields per request: spiderid, domain, priority, crawlid, appid,
+-- ARGV[6..] 9 fields per request: spiderid, domain, priority, crawlid, appid,
 --           dupefilter bucket ('' = no duplicate check), dupefilter fingerprint (7 bytes),
---           depth (0..254), '1' when depth >= maxdepth (the page's links will be cut) else '0',
---           the item's url field as JSON ('"u":"..."', to find a queued copy),
---           encoded item (JSON)
+--           2 x depth (0..254) + 1 when depth >= maxdepth (the page's links will be cut),
+--           encoded item (JSON, its url first: '{"u":"...",')
 -- Returns {queued, duplicates, blacklisted, depth upgrades (queued, moved or held)}.
 -- Depth: each dupefilter record is 7 fingerprint bytes and 1 byte holding the smallest depth at
 -- which the crawl saw the URL. A request seen before at a larger depth is a depth upgrade: the
@@ -66,20 +65,34 @@ local function dedupe(filter, bucket, fingerprint, depth)
   return 'new'
 end
 
+-- The item's url as it is written in items ('"u":"..."', escapes included), or nil.
+local function url_field(item)
+  if string.sub(item, 1, 6) ~= '{"u":"' then return nil end
+  local i = 7
+  while true do
+    local c = string.sub(item, i, i)
+    if c == '\\' then i = i + 2
+    elseif c == '"' then return string.sub(item, 2, i)
+    elseif c == '' then return nil
+    else i = i + 1 end
+  end
+end
+
 -- Removes the crawl's queued copy of a URL from the domain (its item holds url_field).
 -- Returns true when one was found.
 -- Holds a depth-upgraded item of a fetched URL until the crawl reaches its maxdepth
 -- (one entry per URL: an older hold of the same URL is replaced).
-local function hold(spider, crawl, domain, priority, url_field, item)
+local function hold(spider, crawl, domain, priority, field, item)
   local held = crawl_key('held', spider, crawl)
   for _, entry in ipairs(redis.call('LRANGE', held, 0, -1)) do
-    if string.find(entry, url_field, 1, true) then redis.call('LREM', held, 1, entry) end
+    if field and string.find(entry, field, 1, true) then redis.call('LREM', held, 1, entry) end
   end
   redis.call('RPUSH', held, domain .. '\t' .. priority .. '\t' .. item)
   redis.call('PEXPIRE', held, dupe_ttl_ms)
 end
 
-local function remove_queued_copy(spider, domain, crawl, url_field, batch)
+local function remove_queued_copy(spider, domain, crawl, field, batch)
+  if not field then return false end
   local index = domain_index_key(spider, domain)
   local budget = UPGRADE_SCAN
   for _, member in ipairs(redis.call('ZRANGE', index, 0, -1)) do
@@ -89,7 +102,7 @@ local function remove_queued_copy(spider, domain, crawl, url_field, batch)
       local items = redis.call('LRANGE', sub, 0, budget - 1)
       budget = budget - #items
       for position, item in ipairs(items) do
-        if string.find(item, url_field, 1, true) then
+        if string.find(item, field, 1, true) then
           redis.call('LREM', sub, 1, item)
           add_count(batch, spider, crawl, domain .. '|' .. priority, -1)
           local head = redis.call('LINDEX', sub, 0)
@@ -166,6 +179,17 @@ local function queue_item(spider, domain, priority, crawl, app, item)
   queued = queued + 1
 end
 
+-- Whether the crawl has queued a page at its maxdepth (read once per filter and call).
+local limits = {}
+local function limit_reached(filter)
+  local known = limits[filter]
+  if known == nil then
+    known = redis.call('HEXISTS', filter, LIMIT_FIELD) == 1
+    limits[filter] = known
+  end
+  return known
+end
+
 -- The crawl just reached its maxdepth: its held upgrades join the queues.
 local function release_held(spider, crawl, app)
   local held = crawl_key('held', spider, crawl)
@@ -176,10 +200,11 @@ local function release_held(spider, crawl, app)
   redis.call('DEL', held)
 end
 
-for i = 6, #ARGV, 11 do
+for i = 6, #ARGV, 9 do
   local spider, domain, priority, crawl = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
   local app, bucket, fingerprint = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
-  local depth, at_limit, url_field, item = tonumber(ARGV[i + 7]), ARGV[i + 8], ARGV[i + 9], ARGV[i + 10]
+  local depth_arg, item = tonumber(ARGV[i + 7]), ARGV[i + 8]
+  local depth, at_limit = math.floor(depth_arg / 2), depth_arg % 2 == 1
   prune_views(spider)
   local seen = 'new'
   if crawl_is_blacklisted(spider, crawl)
@@ -191,17 +216,19 @@ for i = 6, #ARGV, 11 do
     seen = dedupe(filter, bucket, fingerprint, depth)
     if seen == 'upgrade' then
       upgrades = upgrades + 1
-      if not remove_queued_copy(spider, domain, crawl, url_field, batch) then
+      local field = url_field(item)
+      if not remove_queued_copy(spider, domain, crawl, field, batch) then
         item = (item == '{}') and '{"du":true}' or ('{"du":true,' .. string.sub(item, 2))
-        if redis.call('HEXISTS', filter, LIMIT_FIELD) == 0 then
-          hold(spider, crawl, domain, priority, url_field, item)
+        if not limit_reached(filter) then
+          hold(spider, crawl, domain, priority, field, item)
           seen = 'held'
         end
       end
     end
     if seen == 'duplicate' then duplicates = duplicates + 1 end
-    if at_limit == '1' and (seen == 'new' or seen == 'upgrade')
-        and redis.call('HSETNX', filter, LIMIT_FIELD, 1) == 1 then
+    if at_limit and (seen == 'new' or seen == 'upgrade') and not limit_reached(filter) then
+      redis.call('HSET', filter, LIMIT_FIELD, 1)
+      limits[filter] = true
       release_held(spider, crawl, app)
     end
   end
