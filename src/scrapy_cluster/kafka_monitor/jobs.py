@@ -10,7 +10,7 @@ For each action, stats or domain-configuration request the Kafka Monitor writes
 The uuid at the end of the key keeps two requests for the same crawl apart.
 A request delivered twice (at-least-once) writes the same key twice and adds two
 stream entries; the Redis Monitor deletes the key when it takes the job
-(``GETDEL``) and skips an entry whose key is gone, so it runs once.
+(``lua/redis_monitor_take.lua``) and skips an entry whose key is gone, so it runs once.
 
 Crawls with ``expires`` get ``timeout:<spiderid>:<appid>:<crawlid>`` = expiry
 (epoch s) and a member in the ``redis-monitor:timeouts`` sorted set scored by

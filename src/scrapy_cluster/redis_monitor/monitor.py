@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -319,7 +319,3 @@ def plugin_settings_names(plugins: Sequence[BaseMonitor]) -> list[str]:
     """The counter names the monitor writes: total, fail and one per plugin."""
     return [TOTAL, FAIL, *(plugin.name for plugin in plugins)]
 
-
-def describe(plugins: Sequence[BaseMonitor]) -> Mapping[str, Any]:
-    return {plugin.name: {"job_types": list(plugin.job_types), "regex": plugin.regex,
-                          "tick_interval_s": plugin.tick_interval_s} for plugin in plugins}

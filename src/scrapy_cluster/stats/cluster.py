@@ -28,7 +28,6 @@ from scrapy_cluster.frontier.model import Backlog
 from scrapy_cluster.stats.windowed import LIFETIME, WindowedStats
 
 TOTAL, FAIL = "total", "fail"
-COMPONENTS = ("kafka-monitor", "redis-monitor", "rest", "crawler")
 
 
 class BacklogSource(Protocol):
