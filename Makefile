@@ -13,15 +13,19 @@ ZK_SERVER_SCRIPT := /usr/share/zookeeper/bin/zkServer.sh
 PYTEST_ARGS ?=
 # The slowest tests are listed at the end of `make test`, to keep the suite under 10 minutes.
 
-.PHONY: demo test test-redis62 test-fast lint bench docs setup system-deps
+.PHONY: demo test test-reliability test-redis62 test-fast lint bench docs setup system-deps
 
 ## demo: crawl a bundled local site on the embedded cluster (needs no Redis, Kafka or apt)
 demo: $(INSTALLED)
 	$(BIN)/scrapy-cluster demo
 
-## test: set everything up, then run every test (unit and integration)
+## test: set everything up, then run every test (unit and integration) but the reliability suite
 test: setup
-	$(BIN)/pytest --durations=10 $(PYTEST_ARGS)
+	$(BIN)/pytest --durations=10 --ignore=tests/reliability $(PYTEST_ARGS)
+
+## test-reliability: faults, bad input and hostile pages (docs/reliability.md; the pre-release run)
+test-reliability: setup
+	$(BIN)/pytest --durations=10 tests/reliability $(PYTEST_ARGS)
 
 ## test-redis62: the Redis-facing suites against the Redis 6.2 the embedded cluster runs
 test-redis62: $(INSTALLED)
@@ -59,13 +63,15 @@ $(INSTALLED): pyproject.toml | $(BIN)/python
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# redis-server, ZooKeeper (with Java), nginx (crawler benchmark site) and the venv module,
-# from Debian's packages.
+# redis-server, ZooKeeper (with Java), nginx (crawler benchmark site), Chromium and its
+# WebDriver (the dashboard's browser test) and the venv module, from Debian's packages.
 system-deps:
 	@missing=""; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	{ [ -f $(ZK_SERVER_SCRIPT) ] && command -v java >/dev/null; } || missing="$$missing zookeeperd"; \
 	{ command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; } || missing="$$missing nginx"; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	[ -x /usr/bin/chromedriver ] || missing="$$missing chromium-driver"; \
 	[ -x $(BIN)/python ] || $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null \
 		|| missing="$$missing python3-venv"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \

@@ -12,11 +12,13 @@ import sys
 import threading
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import redis
 
 from scrapy_cluster.testing.nginx import NginxSite, find_nginx, nginx_version
@@ -183,3 +185,38 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+COMPONENT_STOP_TIMEOUT_S = 30.0
+
+
+class Component:
+    """``python -m scrapy_cluster <command>`` in ``workdir`` (no localsettings.py there),
+    logging to a file; stopped with SIGTERM, then SIGKILL."""
+
+    def __init__(self, workdir: Path, env: dict[str, str], *command: str,
+                 profile: Path | None = None) -> None:
+        self.name = "-".join(command)
+        self.log_path = workdir / f"{self.name}-{uuid.uuid4().hex[:6]}.log"
+        full_env = {k: v for k, v in os.environ.items() if k != "SC_SETTINGS"}
+        full_env.update(env)
+        profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, *profiler, "-m", "scrapy_cluster", *command], cwd=workdir,
+                env=full_env, stdout=log, stderr=subprocess.STDOUT)
+        self.ps = psutil.Process(self.process.pid)
+
+    def check_alive(self) -> None:
+        if self.process.poll() is not None:
+            tail = self.log_path.read_text(errors="replace")[-3000:]
+            raise SystemExit(f"{self.name} exited with code {self.process.returncode}:\n{tail}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(COMPONENT_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(COMPONENT_STOP_TIMEOUT_S)

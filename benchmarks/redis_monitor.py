@@ -41,7 +41,6 @@ import argparse
 import math
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
 import threading
@@ -54,6 +53,7 @@ from typing import Any
 
 import orjson
 import redis
+from crawl_support import Component
 from frontier_support import evalsha_calls, throwaway_redis
 
 from scrapy_cluster import keys
@@ -73,47 +73,23 @@ PING_PAUSE_S = 0.0005
 ANSWER_TIMEOUT_S = 10.0
 START_TIMEOUT_S = 30.0
 THROUGHPUT_TIMEOUT_S = 120.0
-STOP_TIMEOUT_S = 30.0
 
 
 # --- monitors in their own processes -------------------------------------------------------
 
-class MonitorProcess:
+def monitor_process(url: str, workdir: Path, extra_env: dict[str, str]) -> Component:
     """``python -m scrapy_cluster redis-monitor`` on the benchmark's Redis, logging to a file."""
-
-    def __init__(self, url: str, workdir: Path, name: str, extra_env: dict[str, str]) -> None:
-        env = {k: v for k, v in os.environ.items() if k != "SC_SETTINGS"}
-        env.update({"REDIS_URL": url, "BUS_BACKEND": "redis", "KAFKA_TOPIC_PREFIX": PREFIX,
-                    "LOG_LEVEL": "WARNING", "STATS_DUMP": "0", "MONITORING_LOG": "false",
-                    **extra_env})
-        self.log_path = workdir / f"{name}.log"
-        with open(self.log_path, "wb") as log:
-            # cwd = the temporary directory, so no ./localsettings.py is picked up
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "scrapy_cluster", "redis-monitor"], cwd=workdir,
-                env=env, stdout=log, stderr=subprocess.STDOUT)
-
-    def check_alive(self) -> None:
-        if self.process.poll() is not None:
-            tail = self.log_path.read_text(errors="replace")[-3000:]
-            raise SystemExit(f"redis-monitor exited with code {self.process.returncode}:\n{tail}")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(STOP_TIMEOUT_S)
+    return Component(workdir, {"REDIS_URL": url, "BUS_BACKEND": "redis", "KAFKA_TOPIC_PREFIX": PREFIX,
+                               "LOG_LEVEL": "WARNING", "STATS_DUMP": "0",
+                               "MONITORING_LOG": "false", **extra_env}, "redis-monitor")
 
 
 @contextmanager
 def monitors(url: str, workdir: Path, client: redis.Redis, count: int,
-             extra_env: dict[str, str] | None = None) -> Iterator[list[MonitorProcess]]:
+             extra_env: dict[str, str] | None = None) -> Iterator[list[Component]]:
     """``count`` monitor processes, yielded once each has finished its first pass (its
     heartbeat is listed) and so waits on the job stream."""
-    started = [MonitorProcess(url, workdir, f"monitor-{uuid.uuid4().hex[:6]}", extra_env or {})
+    started = [monitor_process(url, workdir, extra_env or {})
                for _ in range(count)]
     try:
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -24,6 +24,7 @@ import redis
 from scrapy_cluster import keys
 from scrapy_cluster.bus import Consumer, Message, MessageBus, create_bus, topics
 from scrapy_cluster.bus.base import encode_value
+from scrapy_cluster.bus.kafka_deliveries import pack, unpack
 from scrapy_cluster.errors import BusUnavailableError, MessageTooLargeError, SettingsError
 from scrapy_cluster.settings import Settings, load_settings
 from tests.support.kafka_broker import KafkaBroker
@@ -370,3 +371,82 @@ def test_poll_raises_bus_unavailable_once_the_backend_is_gone(outage: Outage, to
     consumer.close()
     bus.close()
     assert error is not None and "unreachable" in str(error)
+
+
+# --- poison messages: dead-lettered after BUS_MAX_DELIVERIES deliveries ------------------
+
+MAX_DELIVERIES = 3
+
+
+def test_dead_letter_topic_is_the_topic_with_a_dead_letter_suffix() -> None:
+    assert topics.dead_letter("demo.incoming") == "demo.incoming.dead_letter"
+
+
+def test_kafka_delivery_record_round_trips_and_is_stale_once_the_group_moved_on() -> None:
+    record = pack(committed=7_000_000_123, head_deliveries=4, last=7_000_000_623)
+    assert unpack(7_000_000_123, record) == (4, 7_000_000_623)
+    assert unpack(7_000_000_124, record) == (0, -1)
+    assert unpack(7, -1001) == (0, -1)
+
+
+def handle_until_poison(consumer: Consumer, handled: set[int], expected: set[int]) -> bool:
+    """Poll like the Kafka Monitor (a batch is acknowledged once all of it was handled).
+    True when a batch held the poison message: the "handler" dies, nothing is acknowledged.
+    False once ``expected`` were handled and this consumer dead-lettered the poison message."""
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        batch = consumer.poll(timeout_s=0.5)
+        if any(message.value.get("poison") for message in batch):
+            return True
+        handled.update(message.value["n"] for message in batch)
+        consumer.ack(batch)
+        if handled >= expected and consumer.dead_lettered and not batch:
+            return False
+    raise AssertionError(f"neither the poison message nor all of {sorted(expected)} came")
+
+
+@pytest.mark.integration
+def test_poison_message_is_dead_lettered_after_max_deliveries_and_its_batch_mates_are_handled(
+        bus_backend: BusBackend, topic: str) -> None:
+    bus = create_bus(bus_settings(bus_backend, BUS_MAX_DELIVERIES=MAX_DELIVERIES))
+    values = [{"n": 0}, {"n": 1}, {"n": 2, "poison": True}, {"n": 3}, {"n": 4}]
+    produce_all(bus, topic, values, key=lambda value: "one-partition")
+    handled: set[int] = set()
+    poison_deliveries = 0
+    dead_lettered = 0
+    while True:  # each round is one consumer process's life
+        consumer = bus.consumer([topic], "poison", from_beginning=True)
+        died = handle_until_poison(consumer, handled, {0, 1, 3, 4})
+        dead_lettered += consumer.dead_lettered
+        consumer.close()
+        if not died:
+            break
+        poison_deliveries += 1
+        assert poison_deliveries <= MAX_DELIVERIES
+    reader = bus.reader([topics.dead_letter(topic)], from_beginning=True)
+    dead = drain(reader, 1)
+    assert_nothing_more(reader)
+    reader.close()
+    bus.close()
+    assert poison_deliveries == MAX_DELIVERIES
+    assert handled == {0, 1, 3, 4}
+    assert dead_lettered == 1
+    assert [message.value for message in dead] == [values[2]]
+    assert dead[0].key == b"one-partition"
+    headers = dict(dead[0].headers)
+    assert headers["origin_topic"] == topic and headers["group"] == "poison"
+    assert headers["deliveries"] == str(MAX_DELIVERIES)
+
+
+@pytest.mark.integration
+def test_messages_are_handed_out_with_their_delivery_count(
+        bus_backend: BusBackend, topic: str) -> None:
+    bus = create_bus(bus_settings(bus_backend, BUS_MAX_DELIVERIES=MAX_DELIVERIES))
+    produce_all(bus, topic, [{"n": 1}])
+    first = bus.consumer([topic], "counted", from_beginning=True)
+    assert [m.deliveries for m in drain(first, 1, ack=False)] == [1]
+    first.close()
+    second = bus.consumer([topic], "counted", from_beginning=True)
+    assert [m.deliveries for m in drain(second, 1)] == [2]
+    second.close()
+    bus.close()

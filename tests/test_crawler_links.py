@@ -7,7 +7,13 @@ from scrapy.http import HtmlResponse, TextResponse
 from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 from scrapy.utils.url import url_has_any_extension
 
-from scrapy_cluster.crawler.links import extract_links, has_extension, rules_for
+from scrapy_cluster.crawler.links import (
+    extract_links,
+    has_extension,
+    page_links,
+    rules_for,
+    select_links,
+)
 
 HREFS = [
     "http://a.test/x", "HTTP://A.test/Y", "https://a.test/p?q=1&b=2", "http://a.test/p?",
@@ -69,3 +75,51 @@ def test_has_extension_agrees_with_scrapy(url: str) -> None:
 def test_rules_for_equal_filters_is_built_once() -> None:
     meta = {"allowed_domains": ["a.test"], "deny_regex": ["/x"]}
     assert rules_for(meta) is rules_for(dict(meta))
+
+
+# --- CRAWLER_MAX_LINKS_PER_PAGE ---------------------------------------------------------------
+
+def _numbered_links(hrefs: list[str]) -> HtmlResponse:
+    anchors = "".join(f'<a href="{href}">{href}</a>' for href in hrefs)
+    return HtmlResponse("http://page.test/", body=f"<html><body>{anchors}</body></html>".encode(),
+                        encoding="utf-8")
+
+
+def test_page_links_keeps_the_first_max_links_and_counts_the_rest() -> None:
+    found = page_links(_numbered_links([f"/l/{n}" for n in range(10)]), max_links=4)
+    assert ([link.url for link in found.links], found.dropped) == \
+        ([f"http://page.test/l/{n}" for n in range(4)], 6)
+
+
+def test_page_links_counts_duplicates_within_the_limit_once() -> None:
+    found = page_links(_numbered_links(["/a", "/a", "/b", "/a", "/c", "/d"]), max_links=3)
+    assert ([link.url for link in found.links], found.dropped) == \
+        (["http://page.test/a", "http://page.test/b", "http://page.test/c"], 1)
+
+
+def test_page_links_counts_every_href_past_the_limit_unresolved() -> None:
+    found = page_links(_numbered_links(["/a", "/a", "mailto:x@y", "/b"]), max_links=1)
+    assert (len(found.links), found.dropped) == (1, 3)
+
+
+def test_page_links_without_a_limit_is_extract_links() -> None:
+    response = _page("")
+    found = page_links(response, max_links=0)
+    assert (found.links, found.dropped) == (extract_links(response), 0)
+
+
+def test_page_links_at_exactly_the_limit_drops_nothing() -> None:
+    found = page_links(_numbered_links(["/a", "/b"]), max_links=2)
+    assert (len(found.links), found.dropped) == (2, 0)
+
+
+def test_links_past_the_limit_are_filtered_as_max_links() -> None:
+    found = page_links(_numbered_links([f"/l/{n}" for n in range(5)]), max_links=2)
+    selection = select_links(found.links, {"maxdepth": 1}, 0.0, dropped=found.dropped)
+    assert (len(selection.follow), dict(selection.filtered)) == (2, {"max_links": 3})
+
+
+def test_links_past_the_limit_stay_max_links_when_the_rest_hit_maxdepth() -> None:
+    found = page_links(_numbered_links([f"/l/{n}" for n in range(5)]), max_links=2)
+    selection = select_links(found.links, {"maxdepth": 0}, 0.0, dropped=found.dropped)
+    assert (selection.follow, dict(selection.filtered)) == ([], {"max_links": 3, "maxdepth": 2})

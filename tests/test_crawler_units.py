@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 import pytest
 from scrapy import Request, Spider
+from scrapy.exceptions import DownloadCancelledError, DownloadTimeoutError, IgnoreRequest
 from scrapy.http import HtmlResponse, Response
 from scrapy.link import Link
 
@@ -238,7 +239,8 @@ def test_error_item_names_the_error_and_keeps_the_crawl_identity() -> None:
     request = Request("http://a.test/p", meta={"appid": "app", "crawlid": "c", "retry_times": 2})
     item = items.error_item(request, ConnectionRefusedError("refused"), now_s=0.0, status=None)
     assert (item["error"], item["retry_times"], item["appid"], item["status_code"]) == \
-        ({"type": "ConnectionRefusedError", "message": "refused"}, 2, "app", None)
+        ({"type": "ConnectionRefusedError", "message": "refused", "reason": "download_failed"},
+         2, "app", None)
 
 
 # --- SSRF guard -------------------------------------------------------------------------------
@@ -311,3 +313,54 @@ def test_ssrf_guard_is_off_when_private_networks_are_allowed() -> None:
     crawler = get_crawler(settings_dict={"CRAWLER_ALLOW_PRIVATE_NETWORKS": True})
     with pytest.raises(NotConfigured):
         SsrfGuardMiddleware.from_crawler(crawler)
+
+
+def test_ssrf_guard_lets_an_allowed_private_network_through() -> None:
+    import asyncio
+
+    from scrapy_cluster.crawler.ssrf import SsrfGuardMiddleware
+
+    guard = SsrfGuardMiddleware([ipaddress.ip_network("127.0.0.50/32")])
+    assert asyncio.run(guard.process_request(Request("http://127.0.0.50:8080/x"))) is None
+
+
+def test_ssrf_guard_still_refuses_internal_addresses_outside_the_allowed_networks() -> None:
+    import asyncio
+
+    from scrapy_cluster.crawler.ssrf import ForbiddenAddress, SsrfGuardMiddleware
+
+    guard = SsrfGuardMiddleware([ipaddress.ip_network("127.0.0.50/32")])
+    with pytest.raises(ForbiddenAddress, match="127.0.0.1 is a loopback address"):
+        asyncio.run(guard.process_request(Request("http://127.0.0.1:8080/x")))
+
+
+def test_metadata_address_is_refused_even_inside_an_allowed_network() -> None:
+    allowed = [ipaddress.ip_network("169.254.0.0/16")]
+    assert (forbidden_reason(ipaddress.ip_address("169.254.169.254"), allowed),
+            forbidden_reason(ipaddress.ip_address("169.254.1.1"), allowed)) == \
+        ("a cloud metadata address", None)
+
+
+@pytest.mark.parametrize(("error", "reason"), [
+    (DownloadTimeoutError("slow"), "timeout"),
+    (DownloadCancelledError(""), "too_large"),
+    (IgnoreRequest("... exceeded DOWNLOAD_MAXSIZE (1 B) during decompression."), "too_large"),
+    (IgnoreRequest("max redirections reached"), "too_many_redirects"),
+    (IgnoreRequest("Forbidden by robots.txt"), "robots"),
+    (ConnectionRefusedError("refused"), "download_failed"),
+])
+def test_error_item_names_a_stable_reason(error: BaseException, reason: str) -> None:
+    assert items.failure_reason(error) == reason
+
+
+def test_body_cancelled_without_a_message_is_explained_as_too_large() -> None:
+    item = items.error_item(Request("http://a.test/big"), DownloadCancelledError(""), now_s=0.0,
+                            download_maxsize=1024)
+    assert item["error"]["message"] == \
+        "download cancelled: the body grew past DOWNLOAD_MAXSIZE (1024 bytes) with no Content-Length"
+
+
+def test_redirect_times_survive_the_frontier() -> None:
+    spider = Spider(name="link")
+    data = {"url": "http://a.test/b", "appid": "a", "crawlid": "c", "redirect_times": 3}
+    assert request_from_dict(data, spider).meta["redirect_times"] == 3

@@ -80,9 +80,9 @@ def test_up_runs_the_config_mirror_only_with_the_zookeeper_backend() -> None:
     from scrapy_cluster.settings import load_settings
 
     names = [name for name, _ in embedded_components(1, "link", config_sync=True)]
-    assert names == ["kafka-monitor", "redis-monitor", "config-sync", "crawler-1"]
+    assert names == ["kafka-monitor", "redis-monitor", "rest", "config-sync", "crawler-1"]
     assert [name for name, _ in embedded_components(1, "link")] == [
-        "kafka-monitor", "redis-monitor", "crawler-1"]
+        "kafka-monitor", "redis-monitor", "rest", "crawler-1"]
     settings = load_settings(environ={}, overrides={"DOMAIN_CONFIG_BACKEND": "zookeeper",
                                                     "ZOOKEEPER_HOSTS": "127.0.0.1:2199"})
     env = cluster_environment(settings, "redis://127.0.0.1:1/0")

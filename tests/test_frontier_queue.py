@@ -122,6 +122,14 @@ def test_invalid_requests_are_reported_and_the_rest_queued(redis_client: redis.R
     assert "'appid' must be a non-empty string" in result.invalid[0][1]
 
 
+def test_unparseable_urls_are_invalid_requests_not_a_failed_batch(
+        redis_client: redis.Redis) -> None:
+    frontier = make_frontier(redis_client, ManualClock())
+    result = frontier.enqueue_many([req("http://[ab/x"), req("http://ok.com/")])
+    assert (result.queued, result.invalid) == (1, [(0, "url cannot be parsed: Invalid IPv6 URL")])
+    assert pop_urls(frontier, 2) == ["http://ok.com/"]
+
+
 def test_blacklisted_crawl_is_dropped_and_counted(redis_client: redis.Redis) -> None:
     frontier = make_frontier(redis_client, ManualClock())
     redis_client.sadd(keys.crawl_blacklist("link"), "stopped")

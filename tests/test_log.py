@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -57,7 +59,9 @@ def test_json_line_has_message_logger_level_and_extras(
     (line,) = output_lines(capsys)
     record = json.loads(line)
     record.pop("timestamp")
+    assert record.pop("node") == f"{socket.gethostname()}:{os.getpid()}"
     assert record == {"message": "queue full", "logger": logger_name, "level": "WARNING",
+                      "component": "kafka-monitor", "event": "queue full",
                       "domain": "example.com", "sizes": [1, 2]}
 
 
@@ -67,6 +71,20 @@ def test_json_line_writes_unserialisable_extras_as_text(
     logger.info("odd extras", extra={"ids": {7}, "when": datetime(2020, 1, 2, 3, 4, 5)})
     record = json.loads(output_lines(capsys)[0])
     assert (record["ids"], record["when"]) == ("{7}", "2020-01-02T03:04:05")
+
+
+def test_json_line_survives_an_extra_nested_deeper_than_the_encoder_writes(
+        logger_name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # A crawl request's attrs may nest 1,000 levels (orjson reads 1,024, writes 254): logging
+    # it must not raise RecursionError into the component that logs.
+    deep: list[object] = []
+    for _ in range(1000):
+        deep = [deep]
+    logger = configure_logging(settings_for(logger_name, LOG_JSON=True))
+    logger.warning("request refused", extra={"request": {"attrs": deep}, "crawlid": "c1"})
+    record = json.loads(output_lines(capsys)[0])
+    assert (record["message"], record["crawlid"]) == ("request refused", "c1")
+    assert isinstance(record["request"], str) and record["request"].startswith("{")
 
 
 def test_json_timestamp_is_iso8601_utc(logger_name: str,

@@ -97,6 +97,12 @@ def _harness(redis_client: redis.Redis, redis_url: str,
         harness.close()
 
 
+def funnel(queued: int) -> dict[str, Any]:
+    """The ``funnel`` of a crawl whose ``queued`` URLs were all new and nothing else happened."""
+    return {"submitted": queued, "queued": queued, "deduplicated": 0, "filtered": {},
+            "fetched": {}, "retried": 0, "dropped": 0, "delivered": 0}
+
+
 def enqueue(harness: Harness, crawlid: str, urls: list[tuple[str, int]],
             appid: str = "app") -> None:
     result = harness.frontier.enqueue_many([
@@ -123,7 +129,8 @@ def test_info_of_one_crawl_counts_domains_and_priorities(harness: Harness) -> No
         "server_time": int(NOW), "uuid": "u1", "spiderid": "link", "appid": "app",
         "crawlid": "c1", "total_pending": 3, "total_domains": 2, "expires": str(int(NOW) + 600),
         "domains": {"a.com": {"low_priority": -9, "high_priority": 5, "total": 2},
-                    "b.com": {"low_priority": 3, "high_priority": 3, "total": 1}}}
+                    "b.com": {"low_priority": 3, "high_priority": 3, "total": 1}},
+        "status": "running", "funnel": funnel(3)}
 
 
 def test_info_of_an_app_breaks_its_crawls_down(harness: Harness) -> None:
@@ -139,16 +146,19 @@ def test_info_of_an_app_breaks_its_crawls_down(harness: Harness) -> None:
         "crawlids": {
             "c1": {"domains": {"a.com": {"low_priority": 1, "high_priority": 1, "total": 1},
                                "b.com": {"low_priority": 1, "high_priority": 1, "total": 1}},
-                   "distinct_domains": 2, "total": 2},
+                   "distinct_domains": 2, "total": 2, "status": "running",
+                   "funnel": funnel(2)},
             "c2": {"domains": {"a.com": {"low_priority": 2, "high_priority": 2, "total": 2},
                                "d.com": {"low_priority": 0, "high_priority": 0, "total": 1}},
-                   "distinct_domains": 2, "total": 3, "expires": str(int(NOW) + 60)}}}
+                   "distinct_domains": 2, "total": 3, "expires": str(int(NOW) + 60),
+                   "status": "running", "funnel": funnel(3)}}}
 
 
 def test_info_of_an_unknown_crawl_is_empty(harness: Harness) -> None:
     harness.info("u3", "nothing")
     (answer,) = harness.answers(1)
-    assert (answer["total_pending"], answer["total_domains"], answer["domains"]) == (0, 0, {})
+    assert (answer["total_pending"], answer["total_domains"], answer["domains"],
+            answer["funnel"], answer["status"]) == (0, 0, {}, funnel(0), "unknown")
 
 
 # --- stop and expire -------------------------------------------------------------------------

@@ -8,11 +8,9 @@ No crawler runs, so the queues hold exactly what was fed.
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -31,7 +29,7 @@ from scrapy_cluster.cli import main
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.kafka_monitor.jobs import JobWriter
 from scrapy_cluster.settings import load_settings
-from tests.support.processes import stop_processes
+from tests.support.processes import Processes
 
 pytestmark = pytest.mark.integration
 
@@ -39,6 +37,12 @@ SPIDER, APP = "link", "testapp"
 GROUP = "redis-monitor"  # the job stream's consumer group
 WINDOWS = ("900", "3600", "21600", "43200", "86400", "604800")
 MIN_HELD = 10  # jobs the killed monitor must hold for the kill test to mean something
+
+
+def funnel(queued: int) -> dict[str, Any]:
+    """The URL funnel of a crawl of seeds only, nothing crawled: every URL offered was new."""
+    return {"submitted": queued, "queued": queued, "deduplicated": 0, "filtered": {},
+            "fetched": {}, "retried": 0, "dropped": 0, "delivered": 0}
 
 
 def windows(count: int) -> dict[str, int]:
@@ -139,35 +143,6 @@ def write_info_jobs(env: dict[str, str], client: redis.Redis, numbers: range) ->
                          {"action": "info", "appid": APP, "spiderid": SPIDER,
                           "crawlid": f"c{n}", "uuid": f"u{n}"})
     pipe.execute()
-
-
-class Processes:
-    """``python -m scrapy_cluster ...`` subprocesses, always stopped at the end of the test."""
-
-    def __init__(self, log_dir: Path) -> None:
-        self.log_dir = log_dir
-        self.processes: list[tuple[subprocess.Popen[bytes], Path]] = []
-        self.commands: dict[int, str] = {}
-
-    def start(self, env: dict[str, str], *command: str) -> subprocess.Popen[bytes]:
-        path = self.log_dir / f"{'-'.join(command)}-{len(self.processes)}.log"
-        with open(path, "wb") as log:
-            process = subprocess.Popen([sys.executable, "-m", "scrapy_cluster", *command],
-                                       env={**os.environ, **env}, stdout=log, stderr=log)
-        self.processes.append((process, path))
-        self.commands[process.pid] = " ".join(command)
-        return process
-
-    def log(self, process: subprocess.Popen[bytes]) -> str:
-        path = next(path for started, path in self.processes if started is process)
-        return path.read_text(errors="replace")
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {self.commands[process.pid]} (pid {process.pid}):\n"
-                         f"{self.log(process)[-3000:]}" for process, _ in self.processes)
-
-    def stop_all(self) -> list[int | None]:
-        return stop_processes([process for process, _ in self.processes])
 
 
 @pytest.fixture
@@ -298,23 +273,27 @@ def test_answers_info_stats_domain_and_stop_end_to_end(
     info = ask({"action": "info", "appid": APP, "crawlid": "abc123", "uuid": "info-1",
                 "spiderid": SPIDER}, "ActionHandler")
     assert info == {"uuid": "info-1", "spiderid": SPIDER, "appid": APP, "crawlid": "abc123",
-                    "total_pending": 6, "total_domains": 3, "domains": abc_domains}
+                    "total_pending": 6, "total_domains": 3, "domains": abc_domains,
+                    "status": "running", "funnel": funnel(6)}
 
     assert ask({"action": "info", "appid": APP, "crawlid": "def456", "uuid": "info-2",
                 "spiderid": SPIDER}, "ActionHandler") == {
         "uuid": "info-2", "spiderid": SPIDER, "appid": APP, "crawlid": "def456",
         "total_pending": 1, "total_domains": 1, "expires": str(expires),
-        "domains": {"127.0.0.53": {"low_priority": 4, "high_priority": 4, "total": 1}}}
+        "domains": {"127.0.0.53": {"low_priority": 4, "high_priority": 4, "total": 1}},
+        "status": "running", "funnel": funnel(1)}
 
     assert ask({"action": "info", "appid": APP, "uuid": "info-app", "spiderid": SPIDER},
                "ActionHandler") == {
         "uuid": "info-app", "spiderid": SPIDER, "appid": APP, "total_pending": 7,
         "total_domains": 3, "total_crawlids": 2,
         "crawlids": {
-            "abc123": {"domains": abc_domains, "distinct_domains": 3, "total": 6},
+            "abc123": {"domains": abc_domains, "distinct_domains": 3, "total": 6,
+                       "status": "running", "funnel": funnel(6)},
             "def456": {"domains": {"127.0.0.53": {"low_priority": 4, "high_priority": 4,
                                                   "total": 1}},
-                       "distinct_domains": 1, "total": 1, "expires": str(expires)}}}
+                       "distinct_domains": 1, "total": 1, "expires": str(expires),
+                       "status": "running", "funnel": funnel(1)}}}
 
     assert ask({"appid": APP, "uuid": "stats-queue", "stats": "queue"}, "StatsHandler") == {
         "stats": "queue", "appid": APP, "uuid": "stats-queue",
@@ -351,11 +330,13 @@ def test_answers_info_stats_domain_and_stop_end_to_end(
     assert ask({"action": "info", "appid": APP, "crawlid": "abc123", "uuid": "info-3",
                 "spiderid": SPIDER}, "ActionHandler") == {
         "uuid": "info-3", "spiderid": SPIDER, "appid": APP, "crawlid": "abc123",
-        "total_pending": 0, "total_domains": 0, "domains": {}}
+        "total_pending": 0, "total_domains": 0, "domains": {}, "status": "stopped",
+        "funnel": funnel(6)}  # the funnel is the crawl's history: it outlives the purge
     assert pending(env, redis_client, "def456") == 1, "stop purged another crawl"
-    # Every job was taken and acknowledged, each answered once.
+    # Every job was taken and acknowledged, each answered once. The monitor acknowledges a job
+    # after its answer is on the bus, so the last acknowledgement may follow the last answer.
+    wait_for(lambda: pending_jobs(redis_client) == 0, 15, "every job acknowledged")
     assert redis_client.hlen(keys.redis_monitor_taken()) == 0
-    assert pending_jobs(redis_client) == 0
     answers.drain()
     uuids = Counter(value.get("uuid") for value in answers.values(firehose(env)))
     assert uuids == Counter(["info-1", "info-2", "info-app", "stats-queue", "stats-km",
@@ -397,7 +378,8 @@ def test_expired_crawl_is_purged_and_announced(
     assert ask({"action": "info", "appid": APP, "crawlid": "exp1", "uuid": "after",
                 "spiderid": SPIDER}, "ActionHandler") == {
         "uuid": "after", "spiderid": SPIDER, "appid": APP, "crawlid": "exp1",
-        "total_pending": 0, "total_domains": 0, "domains": {}}
+        "total_pending": 0, "total_domains": 0, "domains": {}, "status": "expired",
+        "funnel": funnel(len(urls))}
     answers.drain()
     expired = [value for value in answers.values(firehose(env))
                if value.get("action") == "expired"]
@@ -442,7 +424,7 @@ def test_two_monitors_answer_a_thousand_jobs_exactly_once(
     assert next(value for value in values if value["uuid"] == "u7") == {
         "server_time": next(value for value in values if value["uuid"] == "u7")["server_time"],
         "uuid": "u7", "spiderid": SPIDER, "appid": APP, "crawlid": "c7", "total_pending": 0,
-        "total_domains": 0, "domains": {}}
+        "total_domains": 0, "domains": {}, "status": "unknown", "funnel": funnel(0)}
     assert lifetime(redis_client, "InfoMonitor") == 1000
     assert lifetime(redis_client, "total") == 1000
     assert redis_client.hlen(keys.redis_monitor_taken()) == 0

@@ -1,5 +1,7 @@
 """`scrapy-cluster up`: a crashed crawler is restarted and nothing is lost; Ctrl-C stops every
-child; the next `up` finishes the backlog; external Redis + Kafka work too."""
+child; the next `up` finishes the backlog; external Redis + Kafka work too. The terminal gets
+one line per event, progress lines and the children's errors; each child's whole output is in
+its log file (and on the terminal too with --verbose)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,18 +29,44 @@ from tests.support.services import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-PID_LINE = re.compile(r"\[up\] started (crawler-\d+|kafka-monitor|redis-monitor) \(pid (\d+)\)")
+PID_LINE = re.compile(
+    r"^\d\d:\d\d:\d\d  started   (crawler-\d+|kafka-monitor|redis-monitor|rest) \(pid (\d+)\)$")
+PROGRESS_LINE = re.compile(r"^\d\d:\d\d:\d\d  progress  ([\d,]+) pages \(([-\d.,]+)/s\)  "
+                           r"backlog ([\d,]+)  errors ([\d,]+)  crawlers (\d+)/(\d+)$")
+SCRAPY_START = "[scrapy.utils.log] INFO: Scrapy"
+INFO_LOGS = {"LOG_LEVEL": "INFO", "SC_LOG_LEVEL": "INFO"}
+
+
+_STARTED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def stop_leftover_up() -> Iterator[None]:
+    """A test that fails before stopping its `up` must not leave a cluster running: SIGTERM
+    (`up` stops its children), then SIGKILL."""
+    yield
+    while _STARTED:
+        process = _STARTED.pop()
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
 
 
 class UpProcess:
-    """`scrapy-cluster up` in its own directory; its merged output is kept line by line."""
+    """`scrapy-cluster up` in its own directory; its terminal output is kept line by line."""
 
-    def __init__(self, workdir: Path, env: dict[str, str], crawlers: int = 2) -> None:
+    def __init__(self, workdir: Path, env: dict[str, str], crawlers: int = 2,
+                 args: tuple[str, ...] = ()) -> None:
         self.workdir, self.lines = workdir, []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "scrapy_cluster", "up", "--crawlers", str(crawlers)],
+            [sys.executable, "-m", "scrapy_cluster", "up", "--crawlers", str(crawlers), *args],
             cwd=workdir, env=child_env(env), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True)
+        _STARTED.append(self.process)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -71,6 +100,17 @@ class UpProcess:
         self.process.send_signal(signal.SIGINT)
         return self.process.wait(timeout_s)
 
+    def log(self, name: str) -> str:
+        """The component's log file, '' while it does not exist."""
+        path = self.workdir / "data" / "logs" / f"{name}.log"
+        return path.read_text(errors="replace") if path.is_file() else ""
+
+    def progress(self) -> list[tuple[int, int, str]]:
+        """``(pages, backlog, "<crawlers running>/<configured>")`` of each progress line."""
+        return [(int(m.group(1).replace(",", "")), int(m.group(3).replace(",", "")),
+                 f"{m.group(5)}/{m.group(6)}")
+                for m in map(PROGRESS_LINE.match, list(self.lines)) if m]
+
 
 def child_env(env: dict[str, str]) -> dict[str, str]:
     """This process's environment without cluster settings that would leak in, plus ``env``."""
@@ -99,7 +139,16 @@ def cluster_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return {"SC_DATA_DIR": str(tmp_path / "data"), "CRAWLER_ALLOW_PRIVATE_NETWORKS": "true",
             "PUBLIC_IP": "127.0.0.1", "PUBLIC_IP_URL": "", "LEASE_TIMEOUT": "4",
             "QUEUE_HITS": "50", "QUEUE_WINDOW": "1", "LOG_LEVEL": "WARNING",
-            "SC_LOG_LEVEL": "WARNING", **extra}
+            "SC_LOG_LEVEL": "WARNING", "FLASK_PORT": str(free_port()), **extra}
+
+
+def _health(port: str) -> str | None:
+    """``node_health`` of the Rest service ``up`` runs, or None while it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as response:
+            return str(json.loads(response.read())["node_health"])
+    except OSError:
+        return None
 
 
 def running_cluster_settings(tmp_path: Path) -> dict[str, str]:
@@ -155,8 +204,11 @@ def test_up_restarts_a_killed_crawler_and_ctrl_c_stops_every_child(tmp_path: Pat
                                                                    site: SiteServer) -> None:
     env = cluster_env(tmp_path)
     up = UpProcess(tmp_path, env)
-    up.wait_for(lambda: {"kafka-monitor", "redis-monitor", "crawler-1", "crawler-2"}
+    up.wait_for(lambda: {"kafka-monitor", "redis-monitor", "rest", "crawler-1", "crawler-2"}
                 <= set(up.pids()))
+    dashboard = f"http://127.0.0.1:{env['FLASK_PORT']}/ui"
+    up.wait_for(lambda: any(dashboard in line for line in up.lines))
+    up.wait_for(lambda: _health(env["FLASK_PORT"]) == "GREEN")
     seed = site.site.url("127.0.0.31", "/p/0.html")
     expected = site.site.expected_urls(seed, 2)
     crawlid = uuid.uuid4().hex[:10]
@@ -169,11 +221,15 @@ def test_up_restarts_a_killed_crawler_and_ctrl_c_stops_every_child(tmp_path: Pat
         up.wait_for(lambda: up.pids()["crawler-1"] != victim)
         up.wait_for(lambda: set(results.urls) >= expected, timeout_s=90)
         assert set(results.urls) == expected
-        assert any("crawler-1 exited with code -9" in line for line in up.lines)
+        assert any(re.match(r"^\d\d:\d\d:\d\d  restart   crawler-1 exited with code -9; "
+                            r"restarting in [\d.]+s \(restart #1\)$", line) for line in up.lines)
         children = list(up.pids().values())
         assert up.interrupt() == 0
         assert not [pid for pid in children if alive(pid)]
         assert not any("did not stop" in line for line in up.lines), "\n".join(up.lines)
+        assert {"kafka-monitor", "redis-monitor", "rest", "crawler-1", "crawler-2"} <= {
+            m.group(1) for m in map(re.compile(r"^\d\d:\d\d:\d\d  stopped   (\S+) ").match,
+                                    up.lines) if m}
     finally:
         results.close()
         if up.process.poll() is None:
@@ -231,4 +287,74 @@ def test_up_with_external_redis_and_kafka(tmp_path: Path, site: SiteServer, redi
         assert set(results.urls) == expected
     finally:
         results.close()
+        up.interrupt()
+
+
+def test_up_writes_each_component_output_to_its_log_file_not_the_terminal(
+        tmp_path: Path) -> None:
+    env = cluster_env(tmp_path, **INFO_LOGS)
+    up = UpProcess(tmp_path, env, crawlers=1)
+    try:
+        up.wait_for(lambda: SCRAPY_START in up.log("crawler-1"))
+        up.wait_for(lambda: "Spider opened" in up.log("crawler-1"))
+        up.wait_for(lambda: "Rest service listening" in up.log("rest"))
+        up.wait_for(lambda: "Redis Monitor starting" in up.log("redis-monitor"))
+        assert any(re.match(r"^  logs +\S*data/logs/ \(kafka-monitor.log, redis-monitor.log, "
+                            r"rest.log, crawler-1.log\)$", line) for line in up.lines), up.lines
+        pid = up.pids()["crawler-1"]
+        assert f"up: started crawler-1 (pid {pid})" in up.log("crawler-1").splitlines()[0]
+        terminal = "\n".join(up.lines)
+        for child_output in (SCRAPY_START, "Overridden settings", "Spider opened",
+                             "Rest service listening"):
+            assert child_output not in terminal
+    finally:
+        assert up.interrupt() == 0
+    assert "Spider closed" in up.log("crawler-1")
+    assert "Spider closed" not in "\n".join(up.lines)
+
+
+def test_up_echoes_a_child_error_line_to_the_terminal(tmp_path: Path) -> None:
+    env = cluster_env(tmp_path)
+    up = UpProcess(tmp_path, env, crawlers=1)
+    try:
+        up.wait_for(lambda: "redis-monitor" in up.pids())
+        client = redis.Redis.from_url(running_cluster_settings(tmp_path)["REDIS_URL"])
+        client.zadd("redis-monitor:timeouts", {"not-a-timeout-key": 1})
+        client.close()
+        echoed = re.compile(r"^\d\d:\d\d:\d\d  error     \[redis-monitor\] .*ERROR: "
+                            r"malformed timeout key dropped")
+        up.wait_for(lambda: any(echoed.match(line) for line in up.lines))
+        assert "malformed timeout key dropped" in up.log("redis-monitor")
+    finally:
+        up.interrupt()
+
+
+def test_up_verbose_shows_every_child_line_on_the_terminal_too(tmp_path: Path) -> None:
+    env = cluster_env(tmp_path, **INFO_LOGS)
+    up = UpProcess(tmp_path, env, crawlers=1, args=("--verbose",))
+    try:
+        up.wait_for(lambda: any(line.startswith("[crawler-1] ") and SCRAPY_START in line
+                                for line in up.lines))
+        up.wait_for(lambda: any(line.startswith("[rest] ") and "Rest service listening" in line
+                                for line in up.lines))
+        assert SCRAPY_START in up.log("crawler-1")
+        assert "crawler-1" in up.pids()
+    finally:
+        up.interrupt()
+
+
+def test_up_progress_counts_the_pages_crawled(tmp_path: Path, site: SiteServer) -> None:
+    env = cluster_env(tmp_path)
+    up = UpProcess(tmp_path, env, crawlers=1, args=("--progress-interval", "1"))
+    seed = site.site.url("127.0.0.32", "/p/0.html")
+    expected = site.site.expected_urls(seed, 1)
+    try:
+        up.wait_for(lambda: _health(env["FLASK_PORT"]) == "GREEN")
+        up.wait_for(lambda: bool(up.progress()))
+        feed_crawl(tmp_path, env, seed, uuid.uuid4().hex[:10], maxdepth=1)
+        up.wait_for(lambda: any(pages >= len(expected) and backlog == 0
+                                for pages, backlog, _ in up.progress()), timeout_s=90,
+                    context=lambda: f"expected {len(expected)} pages")
+        assert {crawlers for _, _, crawlers in up.progress()} == {"1/1"}
+    finally:
         up.interrupt()

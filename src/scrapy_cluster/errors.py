@@ -90,3 +90,11 @@ class PluginError(ScrapyClusterError):
 
 class JobError(ScrapyClusterError):
     """A Redis Monitor job that can never succeed (missing or wrong fields): dropped, not retried."""
+
+
+class SchemaVersionError(ScrapyClusterError):
+    """Redis holds a key layout version this code does not know (``scrapy-cluster migrate``)."""
+
+
+class MigrationError(ScrapyClusterError):
+    """``scrapy-cluster migrate`` cannot continue (the message says what to do)."""

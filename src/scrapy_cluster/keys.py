@@ -105,6 +105,44 @@ def crawl_held_upgrades(spiderid: str, crawlid: str) -> str:
     return f"{spiderid}:crawl:{crawlid}:held"
 
 
+def crawl_funnel(spiderid: str, crawlid: str) -> str:
+    """``<spiderid>:crawl:<crawlid>:funnel`` — HASH of the crawl's URL funnel counters.
+
+    Fields: ``submitted``, ``queued``, ``deduplicated``, ``filtered:<reason>``,
+    ``fetched:<status>``, ``retried``, ``dropped``, ``delivered`` (see docs/api.md, "URL
+    funnel"). Written inside existing round trips by the enqueue script (seeds from the Kafka
+    Monitor and links from crawlers: submitted, queued, deduplicated, filtered:blacklisted,
+    filtered:domain_blacklisted) and by each crawler's lease acknowledgement (the rest, carried
+    by the ack script); read by ``info`` (``Frontier.crawl_funnels``), the complete notice and
+    the dashboard. TTL DUPEFILTER_TIMEOUT while the crawl runs, renewed on every write; once it
+    ended (complete, stop, expiry) CRAWL_STATE_TTL, with the crawl's state (``crawl_state``).
+    """
+    return f"{spiderid}:crawl:{crawlid}:funnel"
+
+
+def crawl_state(spiderid: str, crawlid: str) -> str:
+    """``<spiderid>:crawl:<crawlid>:state`` — HASH ``status`` (``running``, ``complete``,
+    ``stopped``, ``expired``), ``appid``, ``started`` and ``finished`` (epoch ms).
+
+    Owner: frontier (the enqueue script marks a crawl running; purge marks it stopped or
+    expired; the complete script marks it complete). No TTL while running; CRAWL_STATE_TTL once
+    it ended, and the crawl's funnel, dupefilter and held list expire with it.
+    """
+    return f"{spiderid}:crawl:{crawlid}:state"
+
+
+def crawls_idle() -> str:
+    """``frontier:crawls:idle`` — ZSET ``<spiderid>\t<crawlid>`` -> epoch ms since which the
+    crawl has had nothing queued and nothing leased (its count hash is empty).
+
+    Written inside the enqueue, ack, release, reap and purge scripts (a crawl joins when its
+    counts empty, leaves when it gets work again or is purged); read by the Redis Monitor's
+    ``CompleteMonitor``, which re-scores a crawl it took until its notice is delivered. Members
+    leave when completed, purged or running again; no TTL.
+    """
+    return "frontier:crawls:idle"
+
+
 def app_crawls(spiderid: str, appid: str) -> str:
     """``<spiderid>:app:<appid>:crawls`` — SET of the app's crawlids with work (frontier)."""
     return f"{spiderid}:app:{appid}:crawls"
@@ -164,6 +202,42 @@ def throttled_queue_time(queue_key: str) -> str:
 def crawl_timeout(spiderid: str, appid: str, crawlid: str) -> str:
     """``timeout:<spiderid>:<appid>:<crawlid>`` — epoch seconds when the crawl expires."""
     return f"timeout:{spiderid}:{appid}:{crawlid}"
+
+
+# --- Schema version and migration (owner: migration) ---------------------------
+
+def schema_version() -> str:
+    """``scrapy-cluster:schema`` — STRING, the integer version of this key layout.
+
+    Written when absent by ``scrapy-cluster migrate``, the Kafka Monitor and crawlers at start
+    (SET NX); crawlers refuse to run against a version they do not know. Permanent.
+    """
+    return "scrapy-cluster:schema"
+
+
+def migration_staging(legacy_key: str) -> str:
+    """``migrate:src:<legacy key>`` — an original (1.2/1.3) queue ZSET or dupefilter SET moved
+    aside (RENAME, or copied from another Redis) while ``migrate`` imports it; deleted when
+    imported. No TTL (PERSISTed, so an interrupted migration loses nothing)."""
+    return f"migrate:src:{legacy_key}"
+
+
+def migration_copy(legacy_key: str) -> str:
+    """``migrate:copy:<legacy key>`` — a staging copy being filled from another Redis; renamed
+    to ``migration_staging`` once complete, deleted and redone if a run was interrupted."""
+    return f"migrate:copy:{legacy_key}"
+
+
+def migration_journal() -> str:
+    """``migrate:journal`` — HASH ``<source>|<legacy key>`` -> items imported so far, or
+    ``done``: what ``migrate`` finished, so a re-run resumes or skips. Permanent (small)."""
+    return "migrate:journal"
+
+
+def migration_rejected() -> str:
+    """``migrate:rejected`` — LIST of JSON ``{key, priority, reason, item}``: original requests
+    our schema refuses, kept for the operator. Permanent (delete it when handled)."""
+    return "migrate:rejected"
 
 
 # --- Message bus on Redis Streams (owner: bus) -----------------------------------
@@ -294,7 +368,25 @@ def stats_time_window(base: str, window_start_s: int) -> str:
 
 
 def rest_poll(uuid: str) -> str:
+    """``rest:poll:<uuid>`` — STRING, the JSON answer to a request no Rest instance was still
+    waiting for when it arrived; read by ``POST /poll`` on any instance. Owner: Rest service;
+    TTL REST_POLL_TTL."""
     return f"rest:poll:{uuid}"
+
+
+def node_info(component: str, member: str) -> str:
+    """``stats:<component>:info:<member>`` — STRING JSON describing a live node: ``{version,
+    engine, spiders, cpu_percent, rss_bytes, started}`` (fields a component cannot know are
+    left out). ``member`` is the node's member in ``heartbeat_index``. Written with every
+    heartbeat (same pipeline), same TTL. Read by the dashboard and ``/metrics``."""
+    return f"stats:{component}:info:{member}"
+
+
+def histogram(name: str) -> str:
+    """``stats:histogram:<name>`` — HASH of a cluster-wide cumulative histogram
+    (``stats.histogram.RedisHistogram``): one field per bucket upper bound, plus ``sum`` and
+    ``count``. No TTL (Prometheus counters only grow); one key per histogram name."""
+    return f"stats:histogram:{name}"
 
 
 # --- Crawler (owner: crawler; read by the Redis Monitor's circuit breaker) ------
@@ -325,6 +417,20 @@ def domain_paused() -> str:
     resume, or at the first pop that finds it over. No TTL.
     """
     return "domain-config:paused"
+
+
+def crawler_domain_last_error(domain: str) -> str:
+    """``crawler:domain_status:<domain>:last_error`` — STRING JSON ``{at_ms, status, error,
+    url}`` of the domain's most recent failed request (an error status or an exception).
+    Written with the status flush; TTL one day after the last write."""
+    return f"crawler:domain_status:{domain}:last_error"
+
+
+def crawler_error_stats() -> str:
+    """``stats:crawler-errors`` — ``WindowedStats`` prefix counting failed downloads by
+    exception type (names are exception class names, e.g. ``DownloadTimeoutError``),
+    cluster-wide. Owner: crawler (status flush)."""
+    return "stats:crawler-errors"
 
 
 def crawler_domain_status_domains() -> str:

@@ -6,8 +6,9 @@ call (calling it again replaces, never duplicates, its handlers):
 - ``LOG_LEVEL`` — lowest level written (``DEBUG`` ... ``CRITICAL``; ``WARN`` is
   accepted for ``WARNING``);
 - ``LOG_JSON`` — one JSON object per line with ``message``, ``logger``,
-  ``level``, ``timestamp`` (ISO-8601, UTC) and every ``extra`` field; otherwise
-  the human format ``%(asctime)s [%(name)s] %(levelname)s: %(message)s``;
+  ``level``, ``timestamp`` (ISO-8601, UTC), the context fields below and every
+  ``extra`` field; otherwise the human format
+  ``%(asctime)s [%(name)s] %(levelname)s: %(message)s``;
 - ``LOG_STDOUT`` — standard output, or else ``LOG_DIR/LOG_FILE``, rolled over
   to ``.1``, ``.2``, ... (``LOG_BACKUPS`` kept) once it has reached
   ``LOG_MAX_BYTES``; a file may exceed that by at most one record.
@@ -16,6 +17,16 @@ Several processes may append to, and roll, the same file: the file handler is
 ``concurrent_log_handler.ConcurrentRotatingFileHandler``, which takes an
 exclusive lock (a ``.__<file>.lock`` file beside the log) around every write
 and every rollover, so no process writes into a file another has just renamed.
+
+Every JSON line also carries the fields a log pipeline (ELK, Loki) filters on:
+``component`` (``kafka-monitor``, ``redis-monitor``, ``crawler``, ``rest``: the
+component the settings were loaded for), ``node`` (``<hostname>:<pid>``) and
+``event``, a stable name to group by: the ``event`` extra when the call gave one,
+else the message template before ``%`` formatting (``"plugin %s failed: %s"``).
+A line whose ``request`` extra is a dict also carries that request's
+``crawlid``, ``appid``, ``spiderid`` and ``url`` at the top level;
+``request_fields`` gives the same fields for the extras of a call about
+requests. An extra of the same name always wins.
 
 The crawler passes ``prefix="SC_"`` and so reads ``SC_LOG_LEVEL``,
 ``SC_LOGGER_NAME`` and the other ``SC_LOG_*`` twins.
@@ -29,9 +40,12 @@ from __future__ import annotations
 
 import logging
 import operator
+import os
 import re
+import reprlib
+import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +62,8 @@ _JSON_RENAMES = {"name": "logger", "levelname": "level"}
 _OWNED_MARK = "_scrapy_cluster_owned"
 _LEVEL_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL"}
 _NOT_EXTRAS = frozenset(RESERVED_ATTRS) | {"message", "asctime"}
+REQUEST_FIELDS = ("crawlid", "appid", "spiderid", "url")
+_CRAWLER_PREFIX_COMPONENT = {"SC_": "crawler"}
 
 LogCallback = Callable[[str, dict[str, Any]], Any]
 
@@ -64,7 +80,8 @@ def configure_logging(settings: Mapping[str, Any], prefix: str = "") -> logging.
     logger = logging.getLogger(str(settings[prefix + "LOGGER_NAME"]))
     level = parse_level(settings[prefix + "LOG_LEVEL"])
     handler = _output_handler(settings, prefix)
-    handler.setFormatter(_formatter(bool(settings[prefix + "LOG_JSON"])))
+    handler.setFormatter(_formatter(bool(settings[prefix + "LOG_JSON"]),
+                                    _component_of(settings, prefix)))
     setattr(handler, _OWNED_MARK, True)
     for old in [h for h in logger.handlers if getattr(h, _OWNED_MARK, False)]:
         logger.removeHandler(old)
@@ -94,6 +111,29 @@ def record_extras(record: logging.LogRecord) -> dict[str, Any]:
             if key not in _NOT_EXTRAS and not key.startswith("_")}
 
 
+def request_fields(requests: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """``crawlid``, ``appid``, ``spiderid`` and ``url`` shared by every request in ``requests``
+    (a field the requests disagree on, or that one lacks, is left out): extras for a log call
+    about one request or a batch of one crawl."""
+    shared: dict[str, Any] | None = None
+    for request in requests:
+        fields = {key: request[key] for key in REQUEST_FIELDS if request.get(key) is not None}
+        shared = fields if shared is None else {
+            key: value for key, value in shared.items() if fields.get(key) == value}
+    return shared or {}
+
+
+def process_node() -> str:
+    """``<hostname>:<pid>``: names this process in log lines."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _component_of(settings: Mapping[str, Any], prefix: str) -> str:
+    component = getattr(settings, "component", None)
+    return str(component or _CRAWLER_PREFIX_COMPONENT.get(prefix)
+               or settings[prefix + "LOGGER_NAME"])
+
+
 def _output_handler(settings: Mapping[str, Any], prefix: str) -> logging.Handler:
     if settings[prefix + "LOG_STDOUT"]:
         return logging.StreamHandler(sys.stdout)
@@ -105,11 +145,51 @@ def _output_handler(settings: Mapping[str, Any], prefix: str) -> logging.Handler
         backupCount=int(settings[prefix + "LOG_BACKUPS"]), encoding="utf-8")
 
 
-def _formatter(json_lines: bool) -> logging.Formatter:
+def _formatter(json_lines: bool, component: str) -> logging.Formatter:
     if not json_lines:
         return logging.Formatter(HUMAN_FORMAT)
-    return JsonFormatter(_JSON_FIELDS, rename_fields=_JSON_RENAMES, timestamp="timestamp",
-                         json_ensure_ascii=False)
+    return _ContextJsonFormatter(component, _JSON_FIELDS, rename_fields=_JSON_RENAMES,
+                                 timestamp="timestamp", json_ensure_ascii=False)
+
+
+class _ContextJsonFormatter(JsonFormatter):
+    """JSON lines with ``component``, ``node``, ``event`` and a ``request`` extra's fields.
+
+    Fields are added to the output only: the record itself (which other handlers, such as a
+    ``LogCallbackHandler``, also see) is not changed.
+    """
+
+    def __init__(self, component: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.component = component
+        self._node_pid, self._node = -1, ""
+
+    def add_fields(self, log_data: dict[str, Any], record: logging.LogRecord,
+                   message_dict: dict[str, Any]) -> None:
+        super().add_fields(log_data, record, message_dict)
+        log_data.setdefault("component", self.component)
+        log_data.setdefault("node", self._current_node())
+        log_data.setdefault("event", str(record.msg))
+        request = log_data.get("request")
+        if isinstance(request, Mapping):
+            for key, value in request_fields([request]).items():
+                log_data.setdefault(key, value)
+
+    def jsonify_log_record(self, log_data: dict[str, Any]) -> str:
+        """The JSON line; a field nested too deeply for the encoder (a crawl request's ``attrs``
+        may nest up to the 1,024 levels orjson reads) is written as a short repr instead:
+        logging re-raises a RecursionError into the code that logged."""
+        try:
+            return super().jsonify_log_record(log_data)
+        except RecursionError:
+            return super().jsonify_log_record({
+                key: reprlib.repr(value) if isinstance(value, Mapping | list | tuple) else value
+                for key, value in log_data.items()})
+
+    def _current_node(self) -> str:
+        if self._node_pid != os.getpid():  # a forked child names itself
+            self._node_pid, self._node = os.getpid(), process_node()
+        return self._node
 
 
 # --- callbacks ------------------------------------------------------------------

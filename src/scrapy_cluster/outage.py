@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 import redis.exceptions
 from redis.exceptions import NoScriptError
@@ -59,4 +61,26 @@ class Backoff:
 
     def reset(self) -> None:
         """Back to ``initial_s`` after a success."""
+        self.failures = 0
+
+
+class OutageLog:
+    """One warning per outage, not one per attempt: the first failure in a row (of any of the
+    actions sharing this log) is a WARNING, the repeats are DEBUG, and the first success after
+    them is logged once at INFO."""
+
+    def __init__(self, logger: logging.Logger, resource: str = "Redis") -> None:
+        self.logger = logger
+        self.resource = resource
+        self.failures = 0
+
+    def failed(self, action: str, exc: BaseException, **extra: Any) -> None:
+        log = self.logger.warning if self.failures == 0 else self.logger.debug
+        log("%s failed, %s unreachable? %s", action, self.resource, exc, extra=extra or None)
+        self.failures += 1
+
+    def succeeded(self) -> None:
+        if self.failures:
+            self.logger.info("%s reachable again after %d failed attempts", self.resource,
+                             self.failures)
         self.failures = 0

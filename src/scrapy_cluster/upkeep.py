@@ -6,7 +6,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from scrapy_cluster.outage import is_redis_outage
@@ -21,36 +21,53 @@ def process_identity() -> tuple[str, str]:
 
 
 class Heartbeat:
-    """Refreshes the heartbeat key every ``interval_s`` (not every loop), TTL HEARTBEAT_TIMEOUT."""
+    """Refreshes the heartbeat key every ``interval_s`` (not every loop), TTL HEARTBEAT_TIMEOUT.
+
+    ``info`` (optional, e.g. ``stats.node.NodeInfo()``) describes the node; its result is
+    written to ``stats:<component>:info:<member>`` with each refresh, in the same round trip.
+    """
 
     def __init__(self, stats: WindowedStats, *, machine: str, process_id: str,
-                 interval_s: float, clock: Callable[[], float]) -> None:
+                 interval_s: float, clock: Callable[[], float],
+                 info: Callable[[], Mapping[str, Any]] | None = None) -> None:
         self.stats = stats
         self.machine = machine
         self.process_id = process_id
         self.interval_s = interval_s
         self.clock = clock
+        self.info = info
         self._next_beat_s = float("-inf")
+        self._failing = False
+
+    def _info(self) -> Mapping[str, Any] | None:
+        return self.info() if self.info is not None else None
 
     def due(self) -> bool:
         return self.clock() >= self._next_beat_s
 
     def queue(self, pipe: Any) -> None:
         """Queue the refresh on ``pipe`` (0 round trips) and schedule the next one."""
-        self.stats.heartbeat(self.machine, self.process_id, pipe=pipe)
+        self.stats.heartbeat(self.machine, self.process_id, pipe=pipe, info=self._info())
         self._next_beat_s = self.clock() + self.interval_s
 
     def beat_if_due(self, logger: logging.Logger) -> None:
-        """Refresh now when due (1 round trip); a Redis outage is logged, not raised."""
+        """Refresh now when due (1 round trip). A Redis outage is not raised: the next try is
+        one interval later, and only its first failure is a warning (the rest DEBUG)."""
         if not self.due():
             return
+        self._next_beat_s = self.clock() + self.interval_s
         try:
-            self.stats.heartbeat(self.machine, self.process_id)
-            self._next_beat_s = self.clock() + self.interval_s
+            self.stats.heartbeat(self.machine, self.process_id, info=self._info())
         except Exception as exc:
             if not is_redis_outage(exc):
                 raise
-            logger.warning("heartbeat skipped, Redis unreachable: %s", exc)
+            log = logger.debug if self._failing else logger.warning
+            log("heartbeat skipped, Redis unreachable: %s", exc)
+            self._failing = True
+            return
+        if self._failing:
+            logger.info("heartbeat written again, Redis is back")
+        self._failing = False
 
 
 class StatsDump:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def stop_processes(processes: Sequence[subprocess.Popen[bytes]]) -> list[int | None]:
@@ -22,3 +25,32 @@ def stop_processes(processes: Sequence[subprocess.Popen[bytes]]) -> list[int | N
             process.kill()
             codes.append(process.wait(5))
     return codes
+
+
+class Processes:
+    """``python -m scrapy_cluster ...`` subprocesses, always stopped at the end of the test."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.processes: list[tuple[subprocess.Popen[bytes], Path]] = []
+        self.commands: dict[int, str] = {}
+
+    def start(self, env: dict[str, str], *command: str) -> subprocess.Popen[bytes]:
+        path = self.log_dir / f"{'-'.join(command)}-{len(self.processes)}.log"
+        with open(path, "wb") as log:
+            process = subprocess.Popen([sys.executable, "-m", "scrapy_cluster", *command],
+                                       env={**os.environ, **env}, stdout=log, stderr=log)
+        self.processes.append((process, path))
+        self.commands[process.pid] = " ".join(command)
+        return process
+
+    def log(self, process: subprocess.Popen[bytes]) -> str:
+        path = next(path for started, path in self.processes if started is process)
+        return path.read_text(errors="replace")
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {self.commands[process.pid]} (pid {process.pid}):\n"
+                         f"{self.log(process)[-3000:]}" for process, _ in self.processes)
+
+    def stop_all(self) -> list[int | None]:
+        return stop_processes([process for process, _ in self.processes])

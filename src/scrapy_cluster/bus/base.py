@@ -14,6 +14,12 @@ against both):
   the group once their consumer is gone (at-least-once).
 - ``poll`` raises ``BusUnavailableError`` while the backend cannot be reached
   at all; the consumer stays usable, callers log, back off and poll again.
+- Poison messages: a message handed out ``BUS_MAX_DELIVERIES`` times without
+  being acknowledged is not handed out again: it goes to the topic
+  ``topics.dead_letter(topic)`` (value and key unchanged, headers ``origin_topic``,
+  ``group``, ``deliveries`` and ``error`` when known), is acknowledged, counted in
+  ``Consumer.dead_lettered`` and logged once. A message delivered again after its
+  consumer died is handed out alone, so that a crash is not blamed on its batch.
 """
 
 from __future__ import annotations
@@ -33,7 +39,11 @@ class Message:
 
     ``value`` is the decoded JSON, or ``None`` with ``error`` set when the raw
     bytes are not JSON. ``partition``/``offset`` (Kafka) or ``entry_id``
-    (Redis Streams) locate the message for ``ack``.
+    (Redis Streams) locate the message for ``ack``. ``deliveries`` counts how many
+    times the group was handed this message, this time included (None when the
+    consumer does not count: readers, or ``BUS_MAX_DELIVERIES`` = 0 on Kafka).
+    ``headers`` are the message's headers (Kafka) or extra entry fields (Redis
+    Streams), e.g. those of a dead-lettered message.
     """
 
     topic: str
@@ -44,6 +54,8 @@ class Message:
     partition: int | None = None
     offset: int | None = None
     entry_id: str | None = None
+    deliveries: int | None = None
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 class Producer(Protocol):
@@ -66,6 +78,10 @@ class Consumer(Protocol):
 
     def close(self) -> None:
         """Leave the group; unacknowledged messages go to other consumers."""
+
+    @property
+    def dead_lettered(self) -> int:
+        """Messages this consumer moved to a dead-letter topic (always 0 for readers)."""
 
 
 class MessageBus(Protocol):
@@ -90,6 +106,14 @@ class MessageBus(Protocol):
 
     def list_topics(self) -> list[str]:
         """Names of the bus's topics, sorted."""
+
+    def group_lag(self, topic: str, group: str, *, timeout_s: float | None = None) -> int | None:
+        """Messages of ``topic`` that consumer group ``group`` has not acknowledged yet
+        (for ``/metrics``). A group with no position on a partition counts every retained
+        message there. None when the bus cannot tell (topic or group unknown, or the
+        backend keeps no count). Reads only: never joins the group, never moves its
+        position. Raises ``BusUnavailableError`` when the backend is unreachable.
+        """
 
     def close(self) -> None:
         """Release shared connections."""

@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from scrapy_cluster.bus.base import encode_key, encode_value
 from scrapy_cluster.bus.kafka_consumer import KafkaConsumer, KafkaReader
+from scrapy_cluster.bus.kafka_deliveries import KafkaDeliveries, send_with
 from scrapy_cluster.errors import BusError, BusUnavailableError, MessageTooLargeError
 
 logger = logging.getLogger(__name__)
@@ -173,8 +174,10 @@ class KafkaBus:
     """``MessageBus`` on Kafka."""
 
     def __init__(self, *, producer_config: dict[str, Any], consumer_config: dict[str, Any],
-                 topics: KafkaTopics, max_message_bytes: int, timeout_s: float) -> None:
+                 topics: KafkaTopics, max_message_bytes: int, timeout_s: float,
+                 max_deliveries: int = 0) -> None:
         self._producer_config = producer_config
+        self._max_deliveries = max_deliveries
         self._consumer_config = consumer_config
         self._topics = topics
         self._max_message_bytes = max_message_bytes
@@ -204,7 +207,8 @@ class KafkaBus:
                              timeout_s=timeout_s)
         return cls(producer_config={**base, **producer, **extra},
                    consumer_config={**base, **consumer, **extra}, topics=topics,
-                   max_message_bytes=max_bytes, timeout_s=timeout_s)
+                   max_message_bytes=max_bytes, timeout_s=timeout_s,
+                   max_deliveries=int(settings["BUS_MAX_DELIVERIES"]))
 
     def producer(self) -> KafkaProducer:
         return KafkaProducer(confluent_kafka.Producer(dict(self._producer_config)), self._topics,
@@ -216,7 +220,15 @@ class KafkaBus:
         self._topics.ensure(topics)
         config = {**self._consumer_config, "group.id": group,
                   "auto.offset.reset": "earliest" if from_beginning else "latest"}
-        return KafkaConsumer(config, topics)
+        if not self._max_deliveries:
+            return KafkaConsumer(config, topics)
+        return KafkaConsumer(config, topics, deliveries=lambda client: KafkaDeliveries(
+            client, confluent_kafka.Consumer({**self._consumer_config,
+                                              "group.id": f"{group}.deliveries"}),
+            group=group, max_deliveries=self._max_deliveries,
+            send_dead_letter=send_with(self._producer_config, self._topics.ensure,
+                                       self._timeout_s),
+            timeout_s=self._timeout_s))
 
     def reader(self, topics: Sequence[str], *, from_beginning: bool = False) -> KafkaReader:
         self._topics.ensure(topics)
@@ -226,5 +238,38 @@ class KafkaBus:
     def list_topics(self) -> list[str]:
         return self._topics.list()
 
+    def group_lag(self, topic: str, group: str, *, timeout_s: float | None = None) -> int | None:
+        """Per partition, the high watermark minus the group's committed offset (the low
+        watermark where the group committed nothing), summed. None when the topic does not
+        exist. Uses a short-lived consumer with ``group.id`` = ``group`` that never subscribes,
+        so the group is neither joined nor rebalanced. Requests: metadata, one offset fetch,
+        one watermark query per partition, each bounded by ``timeout_s`` (KAFKA_CONN_TIMEOUT)."""
+        timeout = self._timeout_s if timeout_s is None else timeout_s
+        # log_level 0: while the broker is away the caller gets BusUnavailableError, not a
+        # librdkafka log line per reconnection attempt of every scrape.
+        consumer = confluent_kafka.Consumer({**self._consumer_config, "group.id": group,
+                                             "log_level": 0})
+        try:
+            return _group_lag(consumer, topic, timeout)
+        except confluent_kafka.KafkaException as exc:
+            raise BusUnavailableError(f"cannot read the lag of group {group!r}: {exc}") from exc
+        finally:
+            consumer.close()
+
     def close(self) -> None:
         """Clients are owned by the producers and consumers; nothing shared to release."""
+
+
+def _group_lag(consumer: confluent_kafka.Consumer, topic: str, timeout_s: float) -> int | None:
+    described = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    if described is None or described.error is not None:
+        return None
+    partitions = [confluent_kafka.TopicPartition(topic, partition)
+                  for partition in sorted(described.partitions)]
+    lag = 0
+    for committed in consumer.committed(partitions, timeout=timeout_s):
+        if committed.error is not None:
+            raise confluent_kafka.KafkaException(committed.error)
+        low, high = consumer.get_watermark_offsets(committed, timeout=timeout_s, cached=False)
+        lag += max(0, high - (committed.offset if committed.offset >= 0 else low))
+    return lag

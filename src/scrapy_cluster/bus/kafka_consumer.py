@@ -3,19 +3,21 @@
 Offsets are committed only by ``ack`` (``enable.auto.commit`` is off), so a
 message is acknowledged only after its handler succeeded; acknowledging a
 message also acknowledges the earlier messages of its partition (Kafka keeps
-one position per partition).
+one position per partition). With ``max_deliveries`` > 0 the group member also
+counts deliveries and dead-letters poison messages (``kafka_deliveries``).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import confluent_kafka
 
 from scrapy_cluster.bus.base import Message, decode_value
+from scrapy_cluster.bus.kafka_deliveries import KafkaDeliveries
 from scrapy_cluster.errors import BusError, BusUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -30,11 +32,19 @@ _REBALANCE_COMMIT_ERRORS = {
 }
 
 
+def _text(data: str | bytes | None) -> str:
+    if isinstance(data, bytes):
+        return data.decode("utf-8", errors="replace")
+    return data or ""
+
+
 def _to_message(record: confluent_kafka.Message) -> Message:
     raw = record.value() or b""
     value, error = decode_value(raw)
+    pairs: list[tuple[str, str | bytes | None]] = record.headers() or []  # type: ignore[assignment]
+    headers = tuple((name, _text(data)) for name, data in pairs)
     return Message(topic=record.topic() or "", value=value, raw=raw, key=record.key(), error=error,
-                   partition=record.partition(), offset=record.offset())
+                   partition=record.partition(), offset=record.offset(), headers=headers)
 
 
 class _KafkaReading:
@@ -72,14 +82,46 @@ class _KafkaReading:
 
 
 class KafkaConsumer(_KafkaReading):
-    """A member of a consumer group; the group splits the topics' partitions."""
+    """A member of a consumer group; the group splits the topics' partitions.
 
-    def __init__(self, config: dict[str, Any], topics: Sequence[str]) -> None:
+    ``deliveries`` (given when ``BUS_MAX_DELIVERIES`` > 0) builds the delivery counter
+    from this member's client; see ``kafka_deliveries`` for the round trips it adds.
+    """
+
+    def __init__(self, config: dict[str, Any], topics: Sequence[str], *,
+                 deliveries: Callable[[confluent_kafka.Consumer], KafkaDeliveries] | None = None
+                 ) -> None:
         super().__init__(config)
-        self._consumer.subscribe(list(topics))
+        self._deliveries = None if deliveries is None else deliveries(self._consumer)
+        if self._deliveries is None:
+            self._consumer.subscribe(list(topics))
+        else:
+            forget = self._deliveries.forget
+            self._consumer.subscribe(
+                list(topics), on_assign=lambda _, parts: forget(parts),
+                on_revoke=lambda _, parts: forget(parts), on_lost=lambda _, parts: forget(parts))
+
+    def poll(self, max_messages: int = 100, timeout_s: float = 1.0) -> list[Message]:
+        messages = super().poll(max_messages, timeout_s)
+        if self._deliveries is None or not messages:
+            return messages
+        try:
+            return self._deliveries.select(messages)
+        except confluent_kafka.KafkaException as exc:
+            raise BusUnavailableError(f"cannot read delivery counts: {exc}") from exc
+
+    @property
+    def dead_lettered(self) -> int:
+        return 0 if self._deliveries is None else self._deliveries.dead_lettered
+
+    def close(self) -> None:
+        super().close()
+        if self._deliveries is not None:
+            self._deliveries.close()
 
     def ack(self, messages: Sequence[Message]) -> None:
-        """Commit the offsets after ``messages``: one synchronous commit round trip."""
+        """Commit the offsets after ``messages``: one synchronous commit round trip (two
+        while a redelivered message is handed out alone: its delivery record too)."""
         positions: dict[tuple[str, int], int] = {}
         for message in messages:
             if message.partition is None or message.offset is None:
@@ -88,6 +130,7 @@ class KafkaConsumer(_KafkaReading):
             positions[where] = max(positions.get(where, -1), message.offset + 1)
         if not positions:
             return
+        records = [] if self._deliveries is None else self._deliveries.after_ack(positions)
         offsets = [confluent_kafka.TopicPartition(topic, partition, offset)
                    for (topic, partition), offset in positions.items()]
         try:
@@ -98,6 +141,8 @@ class KafkaConsumer(_KafkaReading):
                                "redelivered to the partitions' new owner): %s", exc)
                 return
             raise BusError(f"cannot commit offsets: {exc}") from exc
+        if self._deliveries is not None:
+            self._deliveries.commit_records(records)
 
     def assignment(self) -> list[tuple[str, int]]:
         """The (topic, partition) pairs this member currently owns."""
@@ -115,6 +160,10 @@ class KafkaReader(_KafkaReading):
 
     def ack(self, messages: Sequence[Message]) -> None:
         """Nothing to acknowledge outside a group."""
+
+    @property
+    def dead_lettered(self) -> int:
+        return 0
 
     def _start_offsets(self, topics: Sequence[str],
                        from_beginning: bool) -> list[confluent_kafka.TopicPartition]:

@@ -158,8 +158,10 @@ class RedisStreamsBus:
 
     def __init__(self, client: redis.Redis, *, max_message_bytes: int, maxlen: int,
                  claim_idle_ms: int, batch_size: int, linger_ms: int, max_buffered: int,
-                 owns_client: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
+                 owns_client: bool = False, clock: Callable[[], float] = time.monotonic,
+                 max_deliveries: int = 0) -> None:
         self._client = client
+        self._max_deliveries = max_deliveries
         self._producer_options: dict[str, int] = {
             "max_message_bytes": max_message_bytes, "maxlen": maxlen,
             "batch_size": batch_size, "linger_ms": linger_ms, "max_buffered": max_buffered}
@@ -179,7 +181,8 @@ class RedisStreamsBus:
                    batch_size=int(settings["REDIS_STREAM_BATCH_SIZE"]),
                    linger_ms=int(settings["REDIS_STREAM_LINGER_MS"]),
                    max_buffered=int(settings["REDIS_STREAM_MAX_BUFFERED"]),
-                   owns_client=owns, clock=clock)
+                   owns_client=owns, clock=clock,
+                   max_deliveries=int(settings["BUS_MAX_DELIVERIES"]))
 
     def producer(self) -> RedisStreamsProducer:
         return RedisStreamsProducer(self._client, **self._producer_options)
@@ -187,7 +190,9 @@ class RedisStreamsBus:
     def consumer(self, topics: Sequence[str], group: str, *,
                  from_beginning: bool = False) -> RedisStreamsConsumer:
         return RedisStreamsConsumer(self._client, topics, group, from_beginning=from_beginning,
-                                    claim_idle_ms=self._claim_idle_ms, clock=self._clock)
+                                    claim_idle_ms=self._claim_idle_ms, clock=self._clock,
+                                    max_deliveries=self._max_deliveries,
+                                    dead_letter_maxlen=self._producer_options["maxlen"])
 
     def reader(self, topics: Sequence[str], *, from_beginning: bool = False) -> RedisStreamsReader:
         return RedisStreamsReader(self._client, topics, from_beginning=from_beginning)
@@ -200,6 +205,45 @@ class RedisStreamsBus:
             raise BusUnavailableError(f"Redis unreachable: {exc}") from exc
         return sorted(name.decode() for name in names)  # type: ignore[union-attr]
 
+    def group_lag(self, topic: str, group: str, *, timeout_s: float | None = None) -> int | None:
+        """Entries of the topic's stream the group has not acknowledged: not yet delivered
+        (XINFO GROUPS ``lag``, Redis >= 7) plus delivered but pending. Without ``lag`` (Redis
+        6.2, or entries deleted from the middle of the stream) the count is known only when
+        the group read nothing yet (the stream's length) or everything (0); otherwise None.
+        A group that does not exist yet counts the whole stream; a stream that does not exist
+        is None. One round trip (pipelined XINFO GROUPS and XINFO STREAM); ``timeout_s`` is
+        unused (the client's socket timeout applies)."""
+        pipe = self._client.pipeline(transaction=False)
+        pipe.xinfo_groups(keys.bus_stream(topic))
+        pipe.xinfo_stream(keys.bus_stream(topic))
+        try:
+            groups, stream = pipe.execute(raise_on_error=False)
+        except REDIS_DOWN_ERRORS as exc:
+            raise BusUnavailableError(f"Redis unreachable: {exc}") from exc
+        if isinstance(groups, Exception) or isinstance(stream, Exception):
+            return None  # no such stream
+        for info in groups:
+            if _text(info["name"]) == group:
+                undelivered = _undelivered(info, stream)
+                return None if undelivered is None else undelivered + int(info["pending"])
+        return int(stream["length"])  # no such group yet: it would read every retained entry
+
     def close(self) -> None:
         if self._owns_client:
             self._client.close()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _undelivered(group: Mapping[str, Any], stream: Mapping[str, Any]) -> int | None:
+    """Entries not yet delivered to the group, from its XINFO GROUPS entry and XINFO STREAM."""
+    if group.get("lag") is not None:
+        return int(group["lag"])
+    delivered = _text(group["last-delivered-id"])
+    if delivered == _text(stream["last-generated-id"]):
+        return 0
+    if delivered == "0-0":
+        return int(stream["length"])
+    return None

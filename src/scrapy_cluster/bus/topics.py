@@ -1,7 +1,9 @@
 """Topic names of the cluster's API, built from ``KAFKA_TOPIC_PREFIX``.
 
 The same names are used on both backends (on Redis Streams each topic is one
-stream, see ``keys.bus_stream``).
+stream, see ``keys.bus_stream``). ``dead_letter`` names where a consumer group
+puts a message that was delivered ``BUS_MAX_DELIVERIES`` times without being
+acknowledged.
 """
 
 from __future__ import annotations
@@ -33,3 +35,14 @@ def outbound_firehose(prefix: str) -> str:
 def outbound_app(prefix: str, appid: str) -> str:
     """``<prefix>.outbound_<appid>``: answers for one application."""
     return f"{prefix}.outbound_{appid}"
+
+
+def dead_letter(topic: str) -> str:
+    """``<topic>.dead_letter``: messages of ``topic`` that no consumer could handle.
+
+    Any group reading ``topic`` moves a message here after ``BUS_MAX_DELIVERIES``
+    deliveries without acknowledgement (value and key unchanged; headers name the
+    origin topic, the group and the delivery count). ``scrapy-cluster dump -t
+    demo.incoming.dead_letter --from-beginning`` shows them.
+    """
+    return f"{topic}.dead_letter"

@@ -20,10 +20,12 @@ _SUBCOMMAND_MODULES = (
     "scrapy_cluster.cli.bus_cmd",
     "scrapy_cluster.cli.kafka_monitor_cmd",
     "scrapy_cluster.cli.redis_monitor_cmd",
+    "scrapy_cluster.cli.rest_cmd",
     "scrapy_cluster.cli.crawler_cmd",
     "scrapy_cluster.cli.up_cmd",
     "scrapy_cluster.cli.demo_cmd",
     "scrapy_cluster.cli.config_cmd",
+    "scrapy_cluster.cli.migrate_cmd",
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from scrapy_cluster.cli.context import CliContext, pass_cli_context
-from scrapy_cluster.errors import SettingsError
+from scrapy_cluster.errors import SchemaVersionError, SettingsError
 
 
 @click.command("crawler")
@@ -26,7 +26,7 @@ def crawler(cli: CliContext, spider: str | None, settings_file: str | None,
     settings = cli.settings("crawler", CRAWLER_SPIDER=spider, CRAWLER_CONCURRENCY=concurrency)
     try:
         run_crawler(settings)
-    except SettingsError as exc:
+    except (SettingsError, SchemaVersionError) as exc:
         raise click.ClickException(str(exc)) from exc
 
 

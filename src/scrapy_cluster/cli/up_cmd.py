@@ -5,6 +5,10 @@ Redis is the server in REDIS_URL when set, else a private persistent server
 is Redis Streams unless Kafka is configured. Components run as supervised
 child processes; adding a component to the embedded cluster is one entry in
 ``embedded_components``.
+
+The terminal gets a short banner, one line per child started, restarted or stopped, a
+progress line every UP_PROGRESS_INTERVAL_S seconds and the children's errors; each child's
+full output goes to ``SC_DATA_DIR/logs/<name>.log`` (``--verbose`` also shows it all).
 """
 
 from __future__ import annotations
@@ -16,19 +20,27 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import click
+import redis
 
 from scrapy_cluster.cli.context import CliContext, pass_cli_context
-from scrapy_cluster.embedded import ChildSpec, EmbeddedRedis, Supervisor
+from scrapy_cluster.embedded import ChildSpec, ComponentLogs, Console, EmbeddedRedis, Supervisor
 from scrapy_cluster.embedded.discovery import clear_running_cluster, write_running_cluster
+from scrapy_cluster.embedded.progress import ProgressLoop
 from scrapy_cluster.errors import ScrapyClusterError, ServiceError
+from scrapy_cluster.redis_conn import RedisConfig
 from scrapy_cluster.settings import Settings
+from scrapy_cluster.settings.masking import mask_url
+from scrapy_cluster.stats.progress import ProgressReader
+
+LOG_DIR = "logs"
 
 
 def embedded_components(crawlers: int, spider: str, *,
                         config_sync: bool = False) -> list[tuple[str, list[str]]]:
     """(name, scrapy-cluster arguments) of every process the embedded cluster runs;
     ``config_sync`` adds the mirror of a ZooKeeper domain configuration."""
-    components = [("kafka-monitor", ["kafka-monitor", "run"]), ("redis-monitor", ["redis-monitor"])]
+    components = [("kafka-monitor", ["kafka-monitor", "run"]), ("redis-monitor", ["redis-monitor"]),
+                  ("rest", ["rest"])]
     if config_sync:
         components.append(("config-sync", ["config", "sync"]))
     components += [(f"crawler-{i}", ["crawler", "--spider", spider]) for i in range(1, crawlers + 1)]
@@ -56,6 +68,13 @@ def cluster_environment(settings: Settings, redis_url: str) -> dict[str, str]:
     return env
 
 
+def rest_environment(settings: Settings) -> dict[str, str]:
+    """Where the Rest service listens: loopback (one machine) unless REST_HOST was set."""
+    host = str(settings["REST_HOST"]) if settings.source("REST_HOST") != "default" \
+        else "127.0.0.1"
+    return {"REST_HOST": host, "FLASK_PORT": str(settings["FLASK_PORT"])}
+
+
 def _zookeeper_config(settings: Settings) -> bool:
     from scrapy_cluster.domain_config import backend_name
 
@@ -69,45 +88,103 @@ def _zookeeper_config(settings: Settings) -> bool:
 @click.option("--crawlers", type=int, default=None, help="Crawler processes (default: CPU count).")
 @click.option("--spider", default="link", show_default=True, help="Spider the crawlers run.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="SC_DATA_DIR")
+@click.option("--progress-interval", type=float, default=None,
+              help="UP_PROGRESS_INTERVAL_S: seconds between progress lines (0: none).")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Also show every line of every component (they are always in the log files).")
 @pass_cli_context
-def up_command(cli: CliContext, crawlers: int | None, spider: str, data_dir: str | None) -> None:
+def up_command(cli: CliContext, crawlers: int | None, spider: str, data_dir: str | None,
+               progress_interval: float | None, verbose: bool) -> None:
     """Run the whole cluster on this machine (embedded Redis unless REDIS_URL is set)."""
-    settings = cli.settings(None, SC_DATA_DIR=data_dir)
+    settings = cli.settings(None, SC_DATA_DIR=data_dir, UP_PROGRESS_INTERVAL_S=progress_interval)
     data_path = Path(settings["SC_DATA_DIR"])
-    embedded: EmbeddedRedis | None = None
-    redis_url = settings["REDIS_URL"]
-    if not redis_url:
-        embedded = EmbeddedRedis(data_path)
-        try:
-            redis_url = embedded.start()
-        except ServiceError as exc:
-            raise click.ClickException(str(exc)) from exc
+    embedded, redis_url = _redis(settings, data_path)
     env = cluster_environment(settings, redis_url)
     count = crawlers if crawlers is not None else (os.cpu_count() or 1)
     components = embedded_components(count, spider, config_sync=_zookeeper_config(settings))
-    supervisor = Supervisor(child_specs(components, env))
+    rest_env = rest_environment(settings)
+    logs = ComponentLogs(data_path / LOG_DIR, max_bytes=int(settings["UP_LOG_MAX_BYTES"]),
+                         backups=int(settings["UP_LOG_BACKUPS"]))
+    console = Console(verbose=verbose, logs=logs)
+    supervisor = Supervisor(child_specs(components, {**env, **rest_env}), output=console)
     write_running_cluster(data_path, env)
-    _print_banner(env, settings["KAFKA_TOPIC_PREFIX"])
+    _print_banner({**env, **rest_env}, settings["KAFKA_TOPIC_PREFIX"],
+                  bool(settings["REST_API_KEYS"]), logs, [name for name, _ in components])
+    client = RedisConfig.from_settings(settings.with_overrides(env)).sync_client(socket_timeout=5)
+    try:
+        _supervise(supervisor, _progress_loop(settings, client, console, supervisor, count))
+    finally:
+        console.event("stopping", "in-flight requests go back to the queues")
+        supervisor.stop(timeout_s=10.0)
+        client.close()
+        clear_running_cluster(data_path)
+        if embedded is not None:
+            embedded.stop()
+        console.event("stopped", "every component")
+        logs.close()
+
+
+def _redis(settings: Settings, data_path: Path) -> tuple[EmbeddedRedis | None, str]:
+    """REDIS_URL when set, else a started embedded server (and its URL)."""
+    if settings["REDIS_URL"]:
+        return None, str(settings["REDIS_URL"])
+    embedded = EmbeddedRedis(data_path)
+    try:
+        return embedded, embedded.start()
+    except ServiceError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _supervise(supervisor: Supervisor, progress: ProgressLoop | None) -> None:
+    """Start the children and the progress lines; supervise until SIGINT/SIGTERM."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: supervisor.request_stop())
     try:
         supervisor.start()
+        if progress is not None:
+            progress.start()
         supervisor.run()
     finally:
-        supervisor.emit("up", "stopping: in-flight work is released back to the queues")
-        supervisor.stop(timeout_s=10.0)
-        clear_running_cluster(data_path)
-        if embedded is not None:
-            embedded.stop()
-        supervisor.emit("up", "stopped")
+        if progress is not None:
+            progress.stop()
 
 
-def _print_banner(env: Mapping[str, str], prefix: str) -> None:
-    click.echo(f"scrapy-cluster is up: redis {env['REDIS_URL']}, bus {env['BUS_BACKEND']}")
-    click.echo("  feed a crawl:   scrapy-cluster feed "
+def _progress_loop(settings: Settings, client: redis.Redis, console: Console,
+                   supervisor: Supervisor, crawlers: int) -> ProgressLoop | None:
+    """The progress line's loop, or None when UP_PROGRESS_INTERVAL_S is 0."""
+    interval_s = float(settings["UP_PROGRESS_INTERVAL_S"])
+    if interval_s <= 0:
+        return None
+
+    def running() -> tuple[int, int]:
+        return sum(1 for name in supervisor.pids() if name.startswith("crawler-")), crawlers
+
+    return ProgressLoop(ProgressReader.from_settings(settings, client), console,
+                        interval_s=interval_s, crawlers=running,
+                        rate_window_s=max(3 * float(settings["STATS_CYCLE"]), 2 * interval_s))
+
+
+def _print_banner(env: Mapping[str, str], prefix: str, keys_required: bool,
+                  logs: ComponentLogs, names: list[str]) -> None:
+    host = "127.0.0.1" if env["REST_HOST"] in ("0.0.0.0", "") else env["REST_HOST"]
+    rest = f"http://{host}:{env['FLASK_PORT']}"
+    click.echo(f"scrapy-cluster up: redis {mask_url(env['REDIS_URL'])}, "
+               f"bus {env['BUS_BACKEND']}")
+    click.echo(f"  dashboard  {rest}/ui" + ("  (API key required)" if keys_required else ""))
+    click.echo(f"  API        {rest}/feed  /poll  /metrics")
+    click.echo("  feed       scrapy-cluster feed "
                "'{\"url\": \"https://example.com\", \"appid\": \"myapp\", \"crawlid\": \"c1\"}'")
-    click.echo(f"  watch results:  scrapy-cluster dump -t {prefix}.crawled_firehose -p")
-    click.echo("  stop:           Ctrl-C")
+    click.echo(f"  results    scrapy-cluster dump -t {prefix}.crawled_firehose -p")
+    click.echo(f"  logs       {logs.directory}/ ({_log_names(names)})")
+    click.echo("  stop       Ctrl-C")
+
+
+def _log_names(names: list[str]) -> str:
+    """The components' log file names; a long run of crawlers is shortened to first ... last."""
+    crawlers = [name for name in names if name.startswith("crawler-")]
+    shown = [name for name in names if name not in crawlers]
+    shown += crawlers if len(crawlers) <= 3 else [crawlers[0], "...", crawlers[-1]]
+    return ", ".join(name if name == "..." else f"{name}.log" for name in shown)
 
 
 def register(group: click.Group) -> None:

@@ -8,6 +8,9 @@ Body rules (also in docs/crawler.md):
 * An item whose encoded size exceeds the bus limit is sent with the body cut to fit
   (``body_truncated: true``, ``body_length`` = original byte count); if even an empty body does
   not fit, links are dropped too (``links_truncated: true``).
+* ``links_dropped`` (only when > 0): links of the page past ``CRAWLER_MAX_LINKS_PER_PAGE``.
+
+An error item's ``error.reason`` names the cause for programs (``failure_reason``).
 """
 
 from __future__ import annotations
@@ -19,13 +22,17 @@ from http import HTTPStatus
 from typing import Any
 
 import orjson
+from scrapy.exceptions import DownloadCancelledError, DownloadTimeoutError, IgnoreRequest
 from scrapy.http import Request, Response, TextResponse
 from scrapy.link import Link
 
+from scrapy_cluster.crawler.funnel import refusal_reason
 from scrapy_cluster.crawler.serialization import headers_to_dict
 
 BODY_FIELDS = ("body", "encoding_base64")
 _ITEM_MARGIN_BYTES = 256
+MAX_REDIRECTS_MESSAGE = "max redirections reached"
+"""What Scrapy's RedirectMiddleware says past REDIRECT_MAX_TIMES."""
 
 
 def status_message(status: int | None) -> str | None:
@@ -63,11 +70,12 @@ def encode_body(body: bytes, *, force_base64: bool) -> dict[str, Any]:
 
 
 def response_item(response: Response, links: Sequence[Link], *, now_s: float,
-                  base64_body: bool) -> dict[str, Any]:
-    """The item for a fetched page (any status)."""
+                  base64_body: bool, links_dropped: int = 0) -> dict[str, Any]:
+    """The item for a fetched page (any status); ``links_dropped``: links past the page limit."""
     request = response.request
     assert request is not None
     encoding = response.encoding if isinstance(response, TextResponse) else None
+    dropped = {"links_dropped": links_dropped} if links_dropped else {}
     return {
         "url": request.url, "response_url": response.url,
         "status_code": response.status, "status_msg": status_message(response.status),
@@ -75,18 +83,46 @@ def response_item(response: Response, links: Sequence[Link], *, now_s: float,
         "request_headers": headers_to_dict(request.headers),
         **encode_body(response.body, force_base64=base64_body),
         "body_length": len(response.body), "body_truncated": False,
-        "links": [{"url": link.url, "text": link.text} for link in links],
+        "links": [{"url": link.url, "text": link.text} for link in links], **dropped,
         **_identity(request.meta), "timestamp": timestamp(now_s), "encoding": encoding,
     }
 
 
+def failure_reason(error: BaseException) -> str:
+    """Why a request produced no page: ``ssrf``, ``robots``, ``too_large`` (DOWNLOAD_MAXSIZE,
+    also after decompression), ``timeout`` (DOWNLOAD_TIMEOUT), ``too_many_redirects``
+    (REDIRECT_MAX_TIMES) or ``download_failed`` (anything else: refused, reset, DNS...)."""
+    refused = refusal_reason(error)
+    if refused is not None:
+        return refused
+    message = str(error)
+    if isinstance(error, DownloadCancelledError) or (
+            isinstance(error, IgnoreRequest) and "DOWNLOAD_MAXSIZE" in message):
+        return "too_large"
+    if isinstance(error, DownloadTimeoutError):
+        return "timeout"
+    if isinstance(error, IgnoreRequest) and message == MAX_REDIRECTS_MESSAGE:
+        return "too_many_redirects"
+    return "download_failed"
+
+
+def _error_message(error: BaseException, download_maxsize: int) -> str:
+    if isinstance(error, DownloadCancelledError) and not str(error):
+        # Scrapy's HTTP/1.1 handler cancels a body without Content-Length this way, silently
+        return (f"download cancelled: the body grew past DOWNLOAD_MAXSIZE "
+                f"({download_maxsize} bytes) with no Content-Length")
+    return str(error) or type(error).__name__
+
+
 def error_item(request: Request, error: BaseException, *, now_s: float,
-               status: int | None = None) -> dict[str, Any]:
+               status: int | None = None, download_maxsize: int = 0) -> dict[str, Any]:
     """The item for a request that failed for good (after retries, refused, disallowed...)."""
     return {
         "url": request.url, "response_url": None, "status_code": status,
         "status_msg": status_message(status),
-        "error": {"type": type(error).__name__, "message": str(error) or type(error).__name__},
+        "error": {"type": type(error).__name__,
+                  "message": _error_message(error, download_maxsize),
+                  "reason": failure_reason(error)},
         "retry_times": int(request.meta.get("retry_times") or 0),
         "request_headers": headers_to_dict(request.headers), "links": [],
         **_identity(request.meta), "timestamp": timestamp(now_s),

@@ -5,6 +5,11 @@ lease is *finished*; every ``CRAWLER_ACK_FLUSH_MS`` the finished leases are ackn
 frontier round trip, but only after the ``before_ack`` hook (the bus pipeline's flush) says
 that everything produced so far was delivered. When it was not, the batch is released back to
 the queues instead, so the pages are crawled again rather than lost (at-least-once).
+
+The acknowledgement also carries the crawler's URL funnel counts (``funnel``), written by the
+same script call. The rule every engine must keep (completion detection relies on it): a
+page's lease is finished only after the enqueue of its links has returned and every count of
+the page was made; it is acknowledged together with those counts.
 """
 
 from __future__ import annotations
@@ -15,17 +20,26 @@ from typing import Any, Protocol
 
 
 class LeaseFrontier(Protocol):
-    def ack(self, lease_ids: list[str]) -> int: ...
+    def ack(self, lease_ids: list[str], *,
+            funnel: Mapping[tuple[str, str], Mapping[str, int]] | None = None) -> int: ...
 
     def release(self, lease_ids: list[str], *, priority_delta: int = 0) -> int: ...
+
+
+class FunnelSource(Protocol):
+    def take(self) -> dict[tuple[str, str], dict[str, int]]: ...
+
+    def restore(self, counts: Mapping[tuple[str, str], Mapping[str, int]]) -> None: ...
 
 
 class LeaseBook:
     """Leased request dicts by lease id, plus the finished ones awaiting acknowledgement."""
 
     def __init__(self, frontier: LeaseFrontier, *, logger: logging.Logger,
-                 before_ack: Callable[[], None] | None = None) -> None:
+                 before_ack: Callable[[], None] | None = None,
+                 funnel: FunnelSource | None = None) -> None:
         self._frontier = frontier
+        self._funnel = funnel
         self._logger = logger
         self._held: dict[str, Mapping[str, Any]] = {}
         self._finished: list[str] = []
@@ -74,7 +88,9 @@ class LeaseBook:
         return len(self._held)
 
     def flush(self) -> int:
-        """Acknowledge finished leases: ONE round trip (plus the ``before_ack`` hook). Returns acked."""
+        """Acknowledge finished leases with the funnel counts made so far: ONE round trip (plus
+        the ``before_ack`` hook). Returns acked. Counts that could not be written are kept for
+        the next flush."""
         if not self._finished:
             return 0
         batch, self._finished = self._finished, []
@@ -86,7 +102,15 @@ class LeaseBook:
                                len(batch), extra={"error": repr(exc)})
             self._safe(self._frontier.release, batch)
             return 0
-        return self._safe(self._frontier.ack, batch)
+        counts = self._funnel.take() if self._funnel is not None else {}
+        try:
+            return self._frontier.ack(batch, funnel=counts)
+        except Exception as exc:  # noqa: BLE001 - Redis down: the reaper returns them later
+            if self._funnel is not None:
+                self._funnel.restore(counts)
+            self._logger.warning("frontier unreachable; %d leases left to the reaper",
+                                 len(batch), extra={"error": repr(exc)})
+            return 0
 
     def release_all(self) -> int:
         """Give every held (unfinished) lease back to the frontier: ONE round trip."""

@@ -6,6 +6,8 @@ parsed lxml tree, as Scrapy's ``LinkExtractor`` does (whitespace stripped, joine
 page's ``<base>``, made safe with ``safe_url_string``), but skips joining and re-quoting an
 href that is already an absolute http(s) URL of plain URL characters, and deduplicates by the
 URL itself rather than its canonical form (the frontier deduplicates canonically anyway).
+``page_links`` stops after ``CRAWLER_MAX_LINKS_PER_PAGE`` distinct links and only counts the
+hrefs past it (resolving 100,000 relative hrefs would block the crawler for seconds).
 ``deny_regex`` wins over ``allow_regex``; an absent ``deny_extensions`` means Scrapy's default
 list (archives, images, documents, ...); ``maxdepth`` counts hops from the seed (seed = 0);
 ``expires`` (epoch seconds, 0 = never) stops all new work once passed.
@@ -14,8 +16,9 @@ list (archives, images, documents, ...); ``maxdepth`` counts hops from the seed 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -79,13 +82,18 @@ class LinkRules:
 
     def allows(self, url: str) -> bool:
         """True when ``url`` passes every filter (deny wins over allow)."""
+        return self.refusal(url) is None
+
+    def refusal(self, url: str) -> str | None:
+        """The first filter refusing ``url`` (``offsite``, ``deny_regex``, ``allow_regex``,
+        ``deny_extensions``), or None when it passes them all."""
         if self.allowed_domains and not host_in_domains(url, self.allowed_domains):
-            return False
+            return "offsite"
         if any(pattern.search(url) for pattern in self.deny):
-            return False
+            return "deny_regex"
         if self.allow and not any(pattern.search(url) for pattern in self.allow):
-            return False
-        return not has_extension(url, self.deny_extensions)
+            return "allow_regex"
+        return "deny_extensions" if has_extension(url, self.deny_extensions) else None
 
 
 def has_extension(url: str, extensions: frozenset[str]) -> bool:
@@ -138,18 +146,36 @@ def may_go_deeper(meta: Mapping[str, Any]) -> bool:
     return int(meta.get("curdepth") or 0) < int(meta.get("maxdepth") or 0)
 
 
+@dataclass(frozen=True)
+class PageLinks:
+    """The links read from a page, and how many hrefs past the limit were not read."""
+
+    links: list[Link]
+    dropped: int = 0
+
+
 def extract_links(response: Response) -> list[Link]:
     """Every unique http(s) link of an HTML response (none for other content)."""
+    return page_links(response, max_links=0).links
+
+
+def page_links(response: Response, *, max_links: int) -> PageLinks:
+    """The first ``max_links`` unique http(s) links of an HTML response (0: all of them).
+
+    Past the limit the remaining ``<a>``/``<area>`` elements with an ``href`` are only counted
+    (``dropped``), neither resolved nor deduplicated: a repeated or non-http href counts too.
+    """
     if not isinstance(response, TextResponse):
-        return []
+        return PageLinks([])
     try:
         root = response.selector.root
         base_url = get_base_url(response)
     except (AttributeError, ValueError, TypeError):
-        return []
+        return PageLinks([])
     seen: set[str] = set()
-    links = []
-    for element in root.iter(*LINK_TAGS):
+    links: list[Link] = []
+    elements = root.iter(*LINK_TAGS)
+    for element in elements:
         href = element.get("href")
         url = None if href is None else _absolute_url(href, base_url, response)
         if url is None or url in seen or not url.startswith(("http://", "https://")):
@@ -157,7 +183,9 @@ def extract_links(response: Response) -> list[Link]:
         seen.add(url)
         links.append(Link(url, _string_content(element) or "",
                           nofollow=rel_has_nofollow(element.get("rel"))))
-    return links
+        if len(links) == max_links:
+            break
+    return PageLinks(links, sum(1 for element in elements if element.get("href") is not None))
 
 
 def _absolute_url(href: str, base_url: str, response: TextResponse) -> str | None:
@@ -172,9 +200,40 @@ def _absolute_url(href: str, base_url: str, response: TextResponse) -> str | Non
         return None
 
 
+@dataclass(frozen=True)
+class LinkSelection:
+    """The links a crawl follows from a page, and how many it dropped for each reason."""
+
+    follow: list[Link]
+    filtered: Counter[str] = field(default_factory=Counter)
+
+
+def select_links(links: Sequence[Link], meta: Mapping[str, Any], now_s: float, *,
+                 dropped: int = 0) -> LinkSelection:
+    """Split ``links`` of a page with ``meta``: followed, or dropped with the first reason that
+    applies (``expired``, ``maxdepth``, then ``LinkRules.refusal``'s order). ``dropped``: hrefs
+    past the page's link limit (``page_links``), counted as ``max_links``."""
+    if dropped:
+        selection = select_links(links, meta, now_s)
+        return LinkSelection(selection.follow, selection.filtered + Counter(max_links=dropped))
+    if not links:
+        return LinkSelection([])
+    if crawl_expired(meta, now_s):
+        return LinkSelection([], Counter({"expired": len(links)}))
+    if not may_go_deeper(meta):
+        return LinkSelection([], Counter({"maxdepth": len(links)}))
+    rules = rules_for(meta)
+    follow: list[Link] = []
+    filtered: Counter[str] = Counter()
+    for link in links:
+        reason = rules.refusal(link.url)
+        if reason is None:
+            follow.append(link)
+        else:
+            filtered[reason] += 1
+    return LinkSelection(follow, filtered)
+
+
 def links_to_follow(links: Sequence[Link], meta: Mapping[str, Any], now_s: float) -> list[Link]:
     """The subset of ``links`` this crawl follows from a page with ``meta``."""
-    if crawl_expired(meta, now_s) or not may_go_deeper(meta):
-        return []
-    rules = rules_for(meta)
-    return [link for link in links if rules.allows(link.url)]
+    return select_links(links, meta, now_s).follow

@@ -4,8 +4,9 @@ Spider middlewares: ``MetaPassthroughMiddleware`` (children inherit the crawl-AP
 ``LeaseFinishMiddleware`` (a page's lease is finished once its outputs are handled).
 Downloader middlewares: ``FrontierRetryMiddleware`` (retries go back to the frontier),
 ``CrawlCookiesMiddleware`` (per-request cookies, no shared jar) and
-``ResponseStatsMiddleware`` (status counts, see ``stats.py``; a 429/503 ``Retry-After`` pauses
-the domain cluster-wide, see ``retry_after.py``).
+``ResponseStatsMiddleware`` (status counts, see ``stats.py``; URL funnel, see ``funnel.py``;
+download telemetry, see ``telemetry.py``; a 429/503 ``Retry-After`` pauses the domain
+cluster-wide, see ``retry_after.py``).
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ from twisted.internet import task
 
 from scrapy_cluster.crawler import meta as crawl_meta
 from scrapy_cluster.crawler.config import cluster_settings, hostname
+from scrapy_cluster.crawler.funnel import FunnelCounter, funnel_for, refusal_reason
 from scrapy_cluster.crawler.retry_after import RetryAfterPauser
 from scrapy_cluster.crawler.scheduler import DistributedScheduler
 from scrapy_cluster.crawler.stats import NO_RESPONSE, ResponseStats
+from scrapy_cluster.crawler.telemetry import FetchTelemetry
 from scrapy_cluster.frontier.codec import DomainExtractor
 from scrapy_cluster.frontier.pause import DomainPauses
 from scrapy_cluster.redis_conn import RedisConfig
+from scrapy_cluster.stats.node import NodeInfo
 
 
 class RequeuedForRetry(IgnoreRequest):
@@ -150,8 +154,11 @@ class FrontierRetryMiddleware:
         if int(request.meta.get("retry_times") or 0) >= self.max_retries:
             return False
         scheduler = cluster_scheduler(self.crawler)
-        return scheduler is not None and scheduler.requeue(
+        requeued = scheduler is not None and scheduler.requeue(
             request, priority_adjust=self.priority_adjust)
+        if requeued:
+            funnel_for(self.crawler).add(request.meta, "retried")
+        return requeued
 
     def process_response(self, request: Request, response: Response,
                          spider: Spider | None = None) -> Response:
@@ -193,14 +200,23 @@ class ResponseStatsMiddleware:
     (``NO_RESPONSE``). Its order (860) puts it nearer the downloader than
     ``FrontierRetryMiddleware`` (550), so it sees every response and failure before a retry
     is requeued. A 429/503 with ``Retry-After`` pauses the domain for the whole cluster at once.
+    Each response and failure is also counted in the crawl's URL funnel (``fetched:<status>``,
+    ``fetched:0`` for no response, ``filtered:robots``/``filtered:ssrf`` for a refusal) and in
+    the download telemetry (enqueue-to-fetch latency, failures by exception, last error per
+    domain); ``stats.flush`` writes the statuses and telemetry in its one round trip, the
+    funnel counts go with the lease acknowledgements (``leases.py``).
     """
 
     def __init__(self, stats: ResponseStats, cycle_s: float, *,
                  no_response: tuple[type[BaseException], ...] = (),
-                 retry_after: RetryAfterPauser | None = None) -> None:
+                 retry_after: RetryAfterPauser | None = None,
+                 funnel: FunnelCounter | None = None,
+                 telemetry: FetchTelemetry | None = None) -> None:
         self.stats = stats
         self.no_response = no_response
         self.retry_after = retry_after
+        self.funnel = funnel
+        self.telemetry = telemetry
         self._domain = DomainExtractor()
         self._loop = task.LoopingCall(stats.flush)
         self._cycle_s = cycle_s
@@ -212,12 +228,15 @@ class ResponseStatsMiddleware:
         settings = cluster_settings(crawler)
         client = RedisConfig.from_settings(settings).sync_client()
         spider_name = crawler.spidercls.name
-        middleware = cls(ResponseStats.from_settings(settings, client, hostname=hostname(),
-                                                     spiderid=spider_name),
-                         float(settings["STATS_CYCLE"]),
+        funnel, telemetry = funnel_for(crawler), FetchTelemetry.from_settings(settings, client)
+        stats = ResponseStats.from_settings(
+            settings, client, hostname=hostname(), spiderid=spider_name,
+            writers=(telemetry,), node_info=NodeInfo(engine="scrapy", spiders=[spider_name]))
+        middleware = cls(stats, float(settings["STATS_CYCLE"]),
                          no_response=retry_exceptions(crawler.settings),
                          retry_after=RetryAfterPauser(DomainPauses(client),
-                                                      max_s=float(settings["RETRY_AFTER_MAX_S"])))
+                                                      max_s=float(settings["RETRY_AFTER_MAX_S"])),
+                         funnel=funnel, telemetry=telemetry)
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
         return middleware
@@ -242,6 +261,7 @@ class ResponseStatsMiddleware:
         if request.meta.get("crawlid") is not None:
             domain = self.domain_of(request.url)
             self.stats.record(domain, response.status)
+            self._count_response(request, domain, response.status)
             if self.retry_after is not None:
                 header = response.headers.get(b"Retry-After")
                 wait_s = self.retry_after.wait_s(
@@ -252,5 +272,25 @@ class ResponseStatsMiddleware:
 
     def process_exception(self, request: Request, exception: Exception,
                           spider: Spider | None = None) -> None:
-        if request.meta.get("crawlid") is not None and isinstance(exception, self.no_response):
-            self.stats.record(self.domain_of(request.url), NO_RESPONSE)
+        if request.meta.get("crawlid") is None:
+            return
+        if isinstance(exception, IgnoreRequest):  # refused, not failed: robots.txt, SSRF, ...
+            reason = refusal_reason(exception)
+            if reason is not None and self.funnel is not None:
+                self.funnel.add(request.meta, f"filtered:{reason}")
+            return
+        domain = self.domain_of(request.url)
+        if isinstance(exception, self.no_response):
+            self.stats.record(domain, NO_RESPONSE)
+        if self.funnel is not None:
+            self.funnel.add(request.meta, f"fetched:{NO_RESPONSE}")
+        if self.telemetry is not None:
+            self.telemetry.failure(domain, request.url, exception)
+
+    def _count_response(self, request: Request, domain: str, status: int) -> None:
+        if self.funnel is not None:
+            self.funnel.add(request.meta, f"fetched:{status}")
+        if self.telemetry is not None:
+            enqueued_at_s = request.meta.get(crawl_meta.ENQUEUED_META_KEY)
+            waited_s = None if enqueued_at_s is None else time.monotonic() - enqueued_at_s
+            self.telemetry.response(domain, request.url, status, waited_s)

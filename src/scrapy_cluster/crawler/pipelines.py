@@ -4,12 +4,14 @@ Every item goes to ``<prefix>.crawled_firehose`` and, with ``KAFKA_APPID_TOPICS`
 ``<prefix>.crawled_<appid>`` (message key: the crawlid). An item larger than the bus limit is
 cut to fit (``items.fit_to_limit``); nothing is dropped silently. A produce that fails is
 remembered: the next lease acknowledgement (``confirm``, run before each ack batch) raises, so
-the batch is released and the pages crawled again instead of being lost.
+the batch is released and the pages crawled again instead of being lost. Items confirmed by
+the bus are counted as ``delivered`` in their crawl's URL funnel (``funnel.py``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Any
 
 from itemadapter import ItemAdapter
@@ -17,6 +19,7 @@ from scrapy import Spider, signals
 from scrapy.crawler import Crawler
 
 from scrapy_cluster.crawler.config import cluster_settings
+from scrapy_cluster.crawler.funnel import FunnelCounter, funnel_for
 from scrapy_cluster.crawler.items import fit_to_limit
 from scrapy_cluster.crawler.middlewares import cluster_scheduler
 from scrapy_cluster.errors import BusError, MessageTooLargeError
@@ -30,12 +33,15 @@ class BusPipeline:
     """Produces result items (see module docstring). Produce calls buffer; ``confirm`` flushes."""
 
     def __init__(self, bus: Any, producer: Any, *, prefix: str, appid_topics: bool,
-                 max_bytes: int, crawler: Crawler | None = None) -> None:
+                 max_bytes: int, crawler: Crawler | None = None,
+                 funnel: FunnelCounter | None = None) -> None:
         self.bus, self.producer = bus, producer
         self.prefix, self.appid_topics = prefix, appid_topics
         self.max_bytes = max(4096, max_bytes - ENVELOPE_MARGIN_BYTES)
         self.crawler = crawler
         self._failure: BaseException | None = None
+        self.funnel = funnel
+        self._unconfirmed: Counter[tuple[str, str]] = Counter()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BusPipeline:
@@ -45,7 +51,8 @@ class BusPipeline:
         bus = create_bus(settings)
         pipeline = cls(bus, bus.producer(), prefix=str(settings["KAFKA_TOPIC_PREFIX"]),
                        appid_topics=bool(settings["KAFKA_APPID_TOPICS"]),
-                       max_bytes=int(settings["BUS_MAX_MESSAGE_BYTES"]), crawler=crawler)
+                       max_bytes=int(settings["BUS_MAX_MESSAGE_BYTES"]), crawler=crawler,
+                       funnel=funnel_for(crawler))
         crawler.signals.connect(pipeline.spider_opened, signal=signals.spider_opened)
         return pipeline
 
@@ -68,6 +75,8 @@ class BusPipeline:
         key = str(data.get("crawlid") or "") or None
         for topic in self.topics_for(data):
             self._produce(topic, data, key)
+        if key is not None and data.get("spiderid"):
+            self._unconfirmed[(str(data["spiderid"]), key)] += 1
         return item
 
     def _produce(self, topic: str, data: dict[str, Any], key: str | None) -> None:
@@ -92,12 +101,23 @@ class BusPipeline:
     def confirm(self) -> None:
         """Raise unless everything produced since the last call was delivered."""
         failure, self._failure = self._failure, None
+        unconfirmed, self._unconfirmed = self._unconfirmed, Counter()
         if failure is not None:
             raise failure
         self.producer.flush(FLUSH_TIMEOUT_S)
+        self._count_delivered(unconfirmed)
+
+    def _count_delivered(self, confirmed: Counter[tuple[str, str]]) -> None:
+        if self.funnel is None:
+            return
+        for (spiderid, crawlid), count in confirmed.items():
+            self.funnel.add({"spiderid": spiderid, "crawlid": crawlid}, "delivered", count)
 
     def close_spider(self, spider: Spider | None = None) -> None:
         try:
             self.producer.close()
+            if self._failure is None:
+                self._count_delivered(self._unconfirmed)
+            self._unconfirmed = Counter()
         finally:
             self.bus.close()

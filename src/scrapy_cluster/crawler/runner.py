@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +15,8 @@ from scrapy.settings import default_settings
 from scrapy_cluster.crawler import settings as crawler_settings
 from scrapy_cluster.crawler.config import HANDOVER_SETTING, scrapy_overrides
 from scrapy_cluster.errors import SettingsError
+from scrapy_cluster.migration.version import check_at_start
+from scrapy_cluster.redis_conn import RedisConfig
 
 BUILTIN_SPIDERS = {
     "link": "scrapy_cluster.crawler.spiders.link:LinkSpider",
@@ -57,9 +60,20 @@ def _explicit(cluster: Mapping[str, Any], name: str) -> bool:
     return source is None or not str(source(name)).startswith("default")
 
 
+def check_key_layout(cluster: Mapping[str, Any]) -> None:
+    """Stamp the Redis key layout version when absent; ``SchemaVersionError`` when Redis holds
+    a version this code does not know (one round trip; an unreachable Redis is only logged)."""
+    client = RedisConfig.from_settings(cluster).sync_client()
+    try:
+        check_at_start(client, logging.getLogger(__name__))
+    finally:
+        client.close()
+
+
 def run_crawler(cluster: Mapping[str, Any]) -> None:
     """Run the configured spider until SIGTERM/SIGINT (Scrapy finishes in-flight requests)."""
     spider_cls = resolve_spider(str(cluster["CRAWLER_SPIDER"]))
+    check_key_layout(cluster)
     process = CrawlerProcess(scrapy_settings(cluster))
     process.crawl(spider_cls)
     process.start()

@@ -1,7 +1,10 @@
 """The Scrapy scheduler on the distributed frontier.
 
 ``enqueue_request`` sends a request to the frontier (deduplicated per crawl unless
-``dont_filter``; ONE round trip). ``next_request`` serves from a small local buffer that one
+``dont_filter``; ONE round trip). A redirect (Scrapy's RedirectMiddleware) goes to the frontier
+too, so its target is throttled like any request: not deduplicated, carrying its
+``redirect_times`` so REDIRECT_MAX_TIMES still ends a loop, and the lease of the request it
+replaces is finished once it is queued. ``next_request`` serves from a small local buffer that one
 ``pop(SCHEDULER_BUFFER_SIZE)`` refills (ONE round trip per buffer, none while the frontier said
 nothing is dispatchable yet). While the buffer is empty a background thread waits in
 ``frontier.wait_for_work`` until the earliest throttled domain may dispatch (the short pop's
@@ -30,12 +33,14 @@ from scrapy.utils.asyncio import call_later
 from twisted.internet import task
 
 from scrapy_cluster.crawler.config import cluster_settings
+from scrapy_cluster.crawler.funnel import FunnelCounter, funnel_for
 from scrapy_cluster.crawler.leases import LeaseBook
-from scrapy_cluster.crawler.meta import LEASE_META_KEY
+from scrapy_cluster.crawler.meta import ENQUEUED_META_KEY, LEASE_META_KEY
 from scrapy_cluster.crawler.public_ip import PublicIpRefresher
 from scrapy_cluster.crawler.send_clock import LateSendBook
 from scrapy_cluster.crawler.serialization import request_from_dict, request_to_dict
 from scrapy_cluster.errors import RequestSerializationError
+from scrapy_cluster.outage import OutageLog
 from scrapy_cluster.redis_conn import RedisConfig
 
 IDLE_RECHECK_S = 5.0
@@ -51,14 +56,16 @@ class DistributedScheduler(BaseScheduler):
     def __init__(self, frontier: Any, ip: PublicIpRefresher, *, buffer_size: int,
                  ack_flush_s: float, ip_enabled: bool, reap_interval_s: float = 5.0,
                  late_send_ms: int = 20, urgent_late_send_ms: int = 100,
-                 view_type: Any = None) -> None:
+                 view_type: Any = None, funnel: FunnelCounter | None = None) -> None:
         self.frontier, self.ip = frontier, ip
         self.buffer_size, self.ack_flush_s, self.ip_enabled = buffer_size, ack_flush_s, ip_enabled
-        self.leases = LeaseBook(frontier, logger=logger)
+        self.leases = LeaseBook(frontier, logger=logger, funnel=funnel)
         self.late_sends = LateSendBook(late_send_ms, urgent_late_send_ms)
         self._restamp_scheduled = False
         self._view_type = view_type
         self._buffer: deque[Any] = deque()
+        self._enqueued_at_s: dict[str, float] = {}
+        self.funnel = funnel
         self._next_pop_at = 0.0
         self._idle = threading.Event()
         self._stopping = threading.Event()
@@ -67,6 +74,7 @@ class DistributedScheduler(BaseScheduler):
         self._reap_loop = task.LoopingCall(self._reap)
         self.reap_interval_s = reap_interval_s
         self.spider: Spider | None = None
+        self._outage = OutageLog(logger)  # pop, wait and reap: one warning per outage
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DistributedScheduler:
@@ -82,7 +90,7 @@ class DistributedScheduler(BaseScheduler):
                         reap_interval_s=min(REAP_INTERVAL_S, float(settings["LEASE_TIMEOUT"]) / 2),
                         late_send_ms=int(settings["THROTTLE_LATE_SEND_MS"]),
                         urgent_late_send_ms=int(settings["THROTTLE_SEND_ALLOWANCE_MS"]),
-                        view_type=DispatchView)
+                        view_type=DispatchView, funnel=funnel_for(crawler))
         crawler.signals.connect(scheduler._keep_alive, signal=signals.spider_idle)
         if not settings["SCHEDULER_PERSIST"]:
             logger.warning("SCHEDULER_PERSIST = False is not supported and is ignored: the "
@@ -112,6 +120,7 @@ class DistributedScheduler(BaseScheduler):
         for leased in self._buffer:
             self.leases.hold(leased.lease_id, leased.request)
         self._buffer.clear()
+        self._enqueued_at_s.clear()
         self._restamp_late_sends()
         acked = self.leases.flush()
         released = self.leases.release_all()
@@ -129,11 +138,25 @@ class DistributedScheduler(BaseScheduler):
         except RequestSerializationError as exc:
             logger.error("request cannot be queued: %s", exc, extra={"url": request.url})
             return False
-        return self.enqueue_dicts([data], dedupe=not request.dont_filter).queued == 1
+        if not self._is_redirect(request):
+            return self.enqueue_dicts([data], dedupe=not request.dont_filter).queued == 1
+        data["redirect_times"] = int(request.meta["redirect_times"])
+        queued = self.enqueue_dicts([data], dedupe=False).queued == 1
+        self.finish(request)  # the request it replaces is done: its target is queued
+        return queued
 
-    def enqueue_dicts(self, requests: Sequence[Mapping[str, Any]], *, dedupe: bool = True) -> Any:
-        """Queue crawl-request dicts in ONE round trip (how spiders send a page's links)."""
-        return self.frontier.enqueue_many(list(requests), dedupe=dedupe)
+    def _is_redirect(self, request: Request) -> bool:
+        """True for a redirect of a request this process holds: Scrapy's RedirectMiddleware
+        copies the meta (our lease id included) and counts ``redirect_times``."""
+        lease_id = request.meta.get(LEASE_META_KEY)
+        return bool(request.meta.get("redirect_times")) and lease_id is not None \
+            and self.leases.request(lease_id) is not None
+
+    def enqueue_dicts(self, requests: Sequence[Mapping[str, Any]], *, dedupe: bool = True,
+                      funnel: bool = True) -> Any:
+        """Queue crawl-request dicts in ONE round trip (how spiders send a page's links); the
+        same call counts them in their crawls' URL funnels unless ``funnel`` is False."""
+        return self.frontier.enqueue_many(list(requests), dedupe=dedupe, funnel=funnel)
 
     def next_request(self) -> Request | None:
         """A buffered request; refills with ONE pop when empty and the frontier may have work."""
@@ -151,14 +174,21 @@ class DistributedScheduler(BaseScheduler):
     def _to_request(self, leased: Any) -> Request | None:
         assert self.spider is not None
         self.leases.hold(leased.lease_id, leased.request)
+        enqueued_at_s = self._enqueued_at_s.pop(leased.lease_id, None)
         try:
-            return request_from_dict(leased.request, self.spider, lease_id=leased.lease_id)
+            request = request_from_dict(leased.request, self.spider, lease_id=leased.lease_id)
         except (RequestSerializationError, KeyError, TypeError, ValueError) as exc:
-            logger.error("dropping a malformed queued request: %s", exc,
+            reason = leased.request.get("undecodable") or exc  # set by the frontier's pop
+            logger.error("dropping a malformed queued request: %s", reason,
                          extra={"request": repr(leased.request)[:500]})
             self.late_sends.forget(leased.lease_id)
             self.leases.finish(leased.lease_id)
+            if self.funnel is not None:
+                self.funnel.add(leased.request, "dropped")
             return None
+        if enqueued_at_s is not None:
+            request.meta[ENQUEUED_META_KEY] = enqueued_at_s
+        return request
 
     def _view(self) -> Any:
         assert self.spider is not None
@@ -179,13 +209,17 @@ class DistributedScheduler(BaseScheduler):
         try:
             result = self.frontier.pop(self._view(), self.buffer_size)
         except Exception as exc:  # noqa: BLE001 - Redis outage: keep running, retry shortly
-            logger.warning("frontier pop failed: %s", exc)
+            self._outage.failed("frontier pop", exc)
             self._next_pop_at = now + ERROR_BACKOFF_S
             self._idle.set()
             return
+        self._outage.succeeded()
         self._buffer.extend(result.requests)
         for leased in result.requests:
             self.late_sends.dispatched(leased, result.received_at_s)
+            if leased.enqueued_at_ms is not None:  # the enqueue moment on time.monotonic()
+                waited_s = (leased.dispatched_at_ms - leased.enqueued_at_ms) / 1000
+                self._enqueued_at_s[leased.lease_id] = result.received_at_s - waited_s
         if len(result.requests) < self.buffer_size:
             ready_at = result.ready_at_s
             self._next_pop_at = now + IDLE_RECHECK_S if ready_at is None else ready_at
@@ -203,8 +237,9 @@ class DistributedScheduler(BaseScheduler):
                 return
             try:
                 self.frontier.wait_for_work(self._view(), self._next_pop_at)
+                self._outage.succeeded()
             except Exception as exc:  # noqa: BLE001 - Redis outage: try again after a pause
-                logger.warning("waiting for work failed: %s", exc)
+                self._outage.failed("waiting for work", exc)
                 self._stopping.wait(ERROR_BACKOFF_S)
             self._idle.clear()
             reactor.callFromThread(self._on_work)
@@ -264,7 +299,7 @@ class DistributedScheduler(BaseScheduler):
                  "priority": int(stored.get("priority") or 0) + priority_adjust,
                  "dont_filter": True}
         try:
-            self.enqueue_dicts([retry], dedupe=False)
+            self.enqueue_dicts([retry], dedupe=False, funnel=False)  # counted as retried
         except Exception as exc:  # noqa: BLE001 - Redis down: the lease reaper retries it later
             logger.warning("retry could not be queued: %s", exc, extra={"url": request.url})
             return False
@@ -276,8 +311,9 @@ class DistributedScheduler(BaseScheduler):
         try:
             if self.frontier.reap():
                 self._on_work()
+            self._outage.succeeded()
         except Exception as exc:  # noqa: BLE001 - Redis outage: try at the next interval
-            logger.warning("lease reaping failed: %s", exc)
+            self._outage.failed("lease reaping", exc)
 
     def _keep_alive(self, spider: Spider) -> None:
         raise DontCloseSpider("cluster crawlers wait for new crawls")

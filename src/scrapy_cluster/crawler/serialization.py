@@ -3,7 +3,9 @@
 What survives: url, method, headers (``{name: [values]}``, latin-1 text so any byte survives),
 body (``body`` when UTF-8, else ``body_b64``), cookies (a dict), callback/errback (names of
 spider methods), priority, dont_filter, retry_times, the crawl-API fields (top level) and the
-spider's own JSON-serialisable meta keys (``meta``). Scrapy runtime meta does not.
+spider's own JSON-serialisable meta keys (``meta``). Scrapy runtime meta does not, except a
+redirect's ``redirect_times`` (set by the scheduler, restored here) so REDIRECT_MAX_TIMES holds
+across the frontier.
 """
 
 from __future__ import annotations
@@ -96,9 +98,13 @@ def _body(data: Mapping[str, Any]) -> bytes:
 
 
 def _spider_method(spider: Spider, name: str | None, default: Any) -> Any:
+    """The spider's public method ``name`` (a name read from Redis never reaches a dunder or
+    private attribute)."""
     if not name:
         return default
-    method = getattr(spider, name, None)
+    if str(name).startswith("_"):
+        raise RequestSerializationError(f"spider {spider.name!r}: {name!r} is not a public method")
+    method = getattr(spider, str(name), None)
     if not callable(method):
         raise RequestSerializationError(f"spider {spider.name!r} has no method {name!r}")
     return method
@@ -110,6 +116,8 @@ def request_from_dict(data: Mapping[str, Any], spider: Spider, *,
     meta: dict[str, Any] = dict(data.get("meta") or {})
     meta.update({name: data[name] for name in CLUSTER_FIELDS if data.get(name) is not None})
     meta["retry_times"] = int(data.get("retry_times") or 0)
+    if data.get("redirect_times"):
+        meta["redirect_times"] = int(data["redirect_times"])
     if lease_id is not None:
         meta[LEASE_META_KEY] = lease_id
     headers = dict(data.get("headers") or {})

@@ -11,7 +11,12 @@ round trip (a pipeline) writes:
   response (connection failure, timeout) counts as status ``NO_RESPONSE`` (0);
 * ``<hostname>:<spiderid>`` in ``stats:crawler:_sources`` (so stats readers find the counters);
 * the heartbeat ``stats:crawler:self:<hostname>:<spiderid>:<id>`` with TTL HEARTBEAT_TIMEOUT,
-  scored in ``stats:crawler:self``.
+  scored in ``stats:crawler:self``, and the node's description beside it
+  (``stats:crawler:info:<hostname>:<spiderid>:<id>``: version, engine ``scrapy``, spiders,
+  CPU, RSS, start; see ``stats.node``);
+* whatever the ``writers`` counted (``queue_flush(pipe)``): the download telemetry
+  (``telemetry.py``). The crawls' URL funnels (``funnel.py``) are written with the lease
+  acknowledgements instead (``leases.py``), so a completed crawl's totals are exact.
 """
 
 from __future__ import annotations
@@ -20,12 +25,13 @@ import logging
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 import redis
 
 from scrapy_cluster import keys
+from scrapy_cluster.outage import OutageLog
 from scrapy_cluster.stats import WindowedStats
 
 DOMAIN_KEYS_TTL_S = 86_400
@@ -34,13 +40,22 @@ NO_RESPONSE = 0
 logger = logging.getLogger(__name__)
 
 
+class PipelineWriter(Protocol):
+    """Something that queues its locally counted writes on a pipeline the caller executes."""
+
+    def queue_flush(self, pipe: Any) -> None: ...
+
+
 class ResponseStats:
     """Counts statuses locally; ``flush()`` writes them (see module docstring)."""
 
     def __init__(self, client: redis.Redis, windowed: WindowedStats, *, hostname: str,
                  spiderid: str, tracked_codes: set[int], codes_enabled: bool,
-                 window_s: int, last_n: int, clock: Callable[[], float] = time.time) -> None:
+                 window_s: int, last_n: int, clock: Callable[[], float] = time.time,
+                 writers: Sequence[PipelineWriter] = (),
+                 node_info: Callable[[], Mapping[str, Any]] | None = None) -> None:
         self.client, self.windowed = client, windowed
+        self.writers, self.node_info = list(writers), node_info
         self.hostname, self.spiderid = hostname, spiderid
         self.tracked_codes, self.codes_enabled = tracked_codes, codes_enabled
         self.window_s, self.last_n = window_s, last_n
@@ -48,17 +63,20 @@ class ResponseStats:
         self._clock = clock
         self._codes: Counter[int] = Counter()
         self._by_domain: defaultdict[str, list[tuple[int, int]]] = defaultdict(list)
+        self._outage = OutageLog(logger)
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], client: redis.Redis, *, hostname: str,
-                      spiderid: str) -> ResponseStats:
+                      spiderid: str, writers: Sequence[PipelineWriter] = (),
+                      node_info: Callable[[], Mapping[str, Any]] | None = None) -> ResponseStats:
         prefix = keys.stats_key("crawler", hostname, spiderid)
         return cls(client, WindowedStats.from_settings(settings, client, key_prefix=prefix),
                    hostname=hostname, spiderid=spiderid,
                    tracked_codes={int(c) for c in settings["STATUS_RESPONSE_CODES"]},
                    codes_enabled=bool(settings["STATS_STATUS_CODES"]),
                    window_s=int(settings["CRAWLER_STATUS_WINDOW_S"]),
-                   last_n=int(settings["CRAWLER_STATUS_LAST_N"]))
+                   last_n=int(settings["CRAWLER_STATUS_LAST_N"]), writers=writers,
+                   node_info=node_info)
 
     def record(self, domain: str, status: int) -> None:
         """Count one response. No Redis I/O."""
@@ -66,7 +84,8 @@ class ResponseStats:
         self._by_domain[domain].append((status, int(self._clock() * 1000)))
 
     def flush(self) -> None:
-        """Write everything counted since the last flush plus the heartbeat: ONE round trip."""
+        """Write everything counted since the last flush, the writers' counts and the heartbeat
+        with the node's description: ONE round trip."""
         codes, self._codes = self._codes, Counter()
         by_domain, self._by_domain = self._by_domain, defaultdict(list)
         pipe = self.client.pipeline(transaction=False)
@@ -80,11 +99,17 @@ class ResponseStats:
             self._queue_index(pipe, by_domain)
         if codes:
             pipe.sadd(keys.crawler_stats_sources(), f"{self.hostname}:{self.spiderid}")
-        self.windowed.heartbeat(self.hostname, self.spiderid, self.instance_id, pipe=pipe)
+        for writer in self.writers:
+            writer.queue_flush(pipe)
+        info = self.node_info() if self.node_info is not None else None
+        self.windowed.heartbeat(self.hostname, self.spiderid, self.instance_id, pipe=pipe,
+                                info=info)
         try:
             pipe.execute()
         except redis.RedisError as exc:
-            logger.warning("crawler stats not written: %s", exc)
+            self._outage.failed("writing crawler stats", exc)
+            return
+        self._outage.succeeded()
 
     def _queue_domain(self, pipe: Any, domain: str, seen: list[tuple[int, int]]) -> None:
         window_key = keys.crawler_domain_status_window(domain)

@@ -2,8 +2,9 @@
 
 Everything is local and private: a fresh Redis in a temporary directory (or
 the REDIS_URL given), Redis Streams as the bus, the demo site on several
-loopback addresses. The crawl is submitted through the JSON API, exactly as an
-application would (``feed``), results are read from ``<prefix>.crawled_firehose``.
+loopback addresses. The crawl, the domain limits and the questions are sent to the
+Rest service's HTTP API (``POST /feed``, ``/poll``), exactly as an application would; results
+are read from ``<prefix>.crawled_firehose``.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ import redis
 from tqdm import tqdm
 
 from scrapy_cluster.bus import create_bus, topics
-from scrapy_cluster.demo.api import ApiClient
+from scrapy_cluster.demo.api import ApiClient, ApiError
 from scrapy_cluster.demo.report import DemoReport, count_results, domain_rate
 from scrapy_cluster.demo.site import DemoDomain, DemoSiteServer, is_disallowed
-from scrapy_cluster.embedded import ChildSpec, EmbeddedRedis, Supervisor
+from scrapy_cluster.embedded import ChildSpec, Console, EmbeddedRedis, Supervisor
 from scrapy_cluster.settings import Settings
 
 DEMO_DOMAINS = (
@@ -83,17 +84,25 @@ def run_demo(settings: Settings, options: DemoOptions, echo: Callable[[str], Non
         client = redis.Redis.from_url(redis_url)
         seed = site.site.url(DEMO_DOMAINS[0].host, "/p/0.html")
         expected = site.site.expected_urls(seed, MAXDEPTH)
-        supervisor = Supervisor(_children(options.crawlers, env), sink=_quiet_sink(echo))
+        rest_port = free_port()
+        supervisor = Supervisor(_children(options.crawlers, env, rest_port),
+                                output=Console(echo, events=False))
         echo(f"demo: site on {', '.join(d.host for d in DEMO_DOMAINS)} port {site.site.port}; "
-             f"starting the Kafka Monitor, the Redis Monitor and {options.crawlers} crawler(s) "
+             f"starting the Kafka Monitor, the Redis Monitor, the Rest service "
+             f"(http://127.0.0.1:{rest_port}, dashboard /ui) and {options.crawlers} crawler(s) "
              f"on {redis_url}")
         supervisor.start()
         bus = create_bus(demo_settings, redis_client=client)
-        api = ApiClient(bus, demo_settings)
+        api = ApiClient(f"http://127.0.0.1:{rest_port}")
         try:
-            api_failures = configure_throttles(api)
-            crawl = _crawl(demo_settings, bus, api, seed, expected, options) if not api_failures \
-                else CrawlOutcome([], {})
+            crawl = CrawlOutcome([], {})
+            try:
+                api.wait_ready()
+                api_failures = configure_throttles(api)
+                if not api_failures:
+                    crawl = _crawl(demo_settings, bus, api, seed, expected, options)
+            except ApiError as exc:
+                api_failures = [str(exc)]
         finally:
             api.close()
             bus.close()
@@ -120,18 +129,16 @@ def configure_throttles(api: ApiClient, timeout_s: float = 30.0) -> list[str]:
     return failures
 
 
-def _children(crawlers: int, env: dict[str, str]) -> list[ChildSpec]:
+def _children(crawlers: int, env: dict[str, str], rest_port: int) -> list[ChildSpec]:
     base = [sys.executable, "-m", "scrapy_cluster"]
+    rest_env = {**env, "REST_HOST": "127.0.0.1", "FLASK_PORT": str(rest_port),
+                "FLASK_LOGGING_ENABLED": "false"}
     specs = [ChildSpec("kafka-monitor", [*base, "kafka-monitor", "run"], env),
-             ChildSpec("redis-monitor", [*base, "redis-monitor"], env)]
+             ChildSpec("redis-monitor", [*base, "redis-monitor"], env),
+             ChildSpec("rest", [*base, "rest"], rest_env)]
     specs += [ChildSpec(f"crawler-{i}", [*base, "crawler", "--spider", "link"], env)
               for i in range(1, crawlers + 1)]
     return specs
-
-
-def _quiet_sink(echo: Callable[[str], None]) -> Callable[[str], None]:
-    """Children log warnings and errors only; pass those through."""
-    return lambda line: echo(line) if ("ERROR" in line or "Traceback" in line) else None
 
 
 @dataclass

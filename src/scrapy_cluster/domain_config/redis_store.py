@@ -55,7 +55,7 @@ class RedisDomainConfigStore:
         version, text = self.redis.hmget(keys.domain_config_document(), ["version", "yaml"])
         if version is None:
             return VersionedDocument(DomainDocument(), 0)
-        yaml_text = text.decode() if isinstance(text, bytes) else str(text or "")
+        yaml_text = text.decode(errors="replace") if isinstance(text, bytes) else str(text or "")
         document = DomainDocument.from_yaml(yaml_text, self.normalize)
         return VersionedDocument(document, int(version))
 

@@ -22,7 +22,11 @@ CLUSTER_FILE = "cluster.json"
 def write_running_cluster(data_dir: Path, env: Mapping[str, str]) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     payload = {"pid": os.getpid(), "settings": dict(env)}
-    (data_dir / CLUSTER_FILE).write_bytes(orjson.dumps(payload))
+    path = data_dir / CLUSTER_FILE
+    path.unlink(missing_ok=True)  # created afresh: owner-only, it may hold REDIS_URL's password
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(orjson.dumps(payload))
 
 
 def clear_running_cluster(data_dir: Path) -> None:

@@ -1,7 +1,10 @@
-"""Run component processes as children: merged prefixed logs, restart with backoff, clean stop.
+"""Run component processes as children: their output handed on line by line, restart with
+backoff, clean stop.
 
-Used by ``scrapy-cluster up``. Each child is described by a ``ChildSpec``;
-adding a component to the embedded cluster is one more spec.
+Used by ``scrapy-cluster up`` and the demo. Each child is described by a ``ChildSpec``;
+adding a component to the embedded cluster is one more spec. What the supervisor has to say
+(a child started, exited, stopped) and every line a child writes go to its ``output``
+(``console.Console``: the terminal and the per-component log files).
 """
 
 from __future__ import annotations
@@ -9,19 +12,26 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Protocol
 
-Sink = Callable[[str], None]
+from scrapy_cluster.embedded.console import Console
+
+
+class SupervisorOutput(Protocol):
+    """Where the supervisor's events and its children's output lines go."""
+
+    def event(self, verb: str, text: str, *, component: str | None = None) -> None: ...
+
+    def child_line(self, name: str, line: str) -> None: ...
 
 
 @dataclass(frozen=True)
 class ChildSpec:
-    """One supervised process: ``name`` prefixes its log lines."""
+    """One supervised process: ``name`` names its log file and prefixes its echoed lines."""
 
     name: str
     argv: Sequence[str]
@@ -32,14 +42,10 @@ class ChildSpec:
 class _Child:
     spec: ChildSpec
     process: subprocess.Popen[bytes] | None = None
+    pump: threading.Thread | None = None
     started_at_s: float = 0.0
     restarts: int = 0
     next_start_at_s: float = 0.0
-
-
-def default_sink(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
 
 class Supervisor:
@@ -48,21 +54,16 @@ class Supervisor:
     A child that stayed up for ``stable_after_s`` gets its backoff reset.
     """
 
-    def __init__(self, specs: Sequence[ChildSpec], *, sink: Sink = default_sink,
+    def __init__(self, specs: Sequence[ChildSpec], *, output: SupervisorOutput | None = None,
                  backoff_initial_s: float = 1.0, backoff_max_s: float = 30.0,
                  stable_after_s: float = 60.0, check_interval_s: float = 0.2) -> None:
         self._children = [_Child(spec) for spec in specs]
-        self._sink = sink
-        self._sink_lock = threading.Lock()
+        self.output: SupervisorOutput = output if output is not None else Console(verbose=True)
         self._backoff_initial_s = backoff_initial_s
         self._backoff_max_s = backoff_max_s
         self._stable_after_s = stable_after_s
         self._check_interval_s = check_interval_s
         self._stopping = threading.Event()
-
-    def emit(self, name: str, line: str) -> None:
-        with self._sink_lock:
-            self._sink(f"[{name}] {line}")
 
     def pids(self) -> dict[str, int]:
         """Current pid of each running child."""
@@ -84,13 +85,15 @@ class Supervisor:
         child.started_at_s = time.monotonic()
         stream = child.process.stdout
         assert stream is not None
-        threading.Thread(target=self._pump, args=(child.spec.name, stream),
-                         name=f"log-{child.spec.name}", daemon=True).start()
-        self.emit("up", f"started {child.spec.name} (pid {child.process.pid})")
+        child.pump = threading.Thread(target=self._pump, args=(child.spec.name, stream),
+                                      name=f"log-{child.spec.name}", daemon=True)
+        child.pump.start()
+        self.output.event("started", f"{child.spec.name} (pid {child.process.pid})",
+                          component=child.spec.name)
 
     def _pump(self, name: str, stream: IO[bytes]) -> None:
         for raw in iter(stream.readline, b""):
-            self.emit(name, raw.decode("utf-8", "replace").rstrip("\n"))
+            self.output.child_line(name, raw.decode("utf-8", "replace").rstrip("\r\n"))
         stream.close()
 
     def check_once(self) -> None:
@@ -105,14 +108,16 @@ class Supervisor:
             code = process.poll()
             if code is None:
                 continue
+            _drain(child.pump)
             uptime_s = now - child.started_at_s
             streak = 0 if uptime_s >= self._stable_after_s else child.restarts
             delay_s = min(self._backoff_max_s, self._backoff_initial_s * (2 ** streak))
             child.restarts += 1
             child.process = None
             child.next_start_at_s = now + delay_s
-            self.emit("up", f"{child.spec.name} exited with code {code}; "
-                            f"restarting in {delay_s:.1f}s (restart #{child.restarts})")
+            self.output.event("restart", f"{child.spec.name} exited with code {code}; "
+                              f"restarting in {delay_s:.1f}s (restart #{child.restarts})",
+                              component=child.spec.name)
 
     def run(self, until: Callable[[], bool] | None = None) -> None:
         """Supervise until ``stop()`` is called (or ``until()`` turns true)."""
@@ -130,19 +135,31 @@ class Supervisor:
         """
         self._stopping.set()
         # the processes are read once: the run loop may be replacing a child meanwhile
-        running = [(c, c.process) for c in self._children
+        running = [(c, c.process, c.pump) for c in self._children
                    if c.process is not None and c.process.poll() is None]
-        for _, process in running:
+        for _, process, _ in running:
             _signal_group(process, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        for child, process in running:
+        for child, process, pump in running:
             try:
                 process.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                self.emit("up", f"{child.spec.name} did not stop in {timeout_s}s; killing it")
+                self.output.event("killed", f"{child.spec.name} did not stop in {timeout_s:g}s",
+                                  component=child.spec.name)
                 _signal_group(process, signal.SIGKILL)
                 process.wait(5)
+            _drain(pump)
+            self.output.event("stopped", f"{child.spec.name} (exit code {process.returncode})",
+                              component=child.spec.name)
         return {c.spec.name: (c.process.returncode if c.process else None) for c in self._children}
+
+
+def _drain(pump: threading.Thread | None, timeout_s: float = 5.0) -> None:
+    """Let a dead child's last lines (its traceback, Scrapy's closing lines) through before the
+    event about its end: the pump ends at the pipe's EOF, which comes as soon as the child is
+    gone; the bound only matters when a grandchild still holds the pipe."""
+    if pump is not None:
+        pump.join(timeout_s)
 
 
 def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:

@@ -11,11 +11,14 @@ from scrapy_cluster.frontier.aio import AsyncFrontier
 from scrapy_cluster.frontier.model import (
     Backlog,
     Clock,
+    CompletedCrawl,
     CrawlCounts,
+    CrawlFunnel,
     CrawlInfo,
     DispatchView,
     DomainCount,
     EnqueueResult,
+    FunnelCounts,
     LateSend,
     LeasedRequest,
     PopResult,
@@ -24,7 +27,7 @@ from scrapy_cluster.frontier.model import (
 from scrapy_cluster.frontier.sync import Frontier
 
 __all__ = [
-    "AsyncFrontier", "Backlog", "Clock", "CrawlCounts", "CrawlInfo", "DispatchView", "DomainCount", "EnqueueResult",
-    "Frontier", "LateSend", "LeasedRequest", "PopResult", "PurgeResult",
+    "AsyncFrontier", "Backlog", "Clock", "CompletedCrawl", "CrawlCounts", "CrawlFunnel", "CrawlInfo", "DispatchView", "DomainCount", "EnqueueResult",
+    "Frontier", "FunnelCounts", "LateSend", "LeasedRequest", "PopResult", "PurgeResult",
 ]
 

@@ -20,9 +20,11 @@ from scrapy_cluster.frontier import codec, waiting
 from scrapy_cluster.frontier.calls import FrontierCalls, FrontierPolicy
 from scrapy_cluster.frontier.model import (
     Clock,
+    CrawlFunnel,
     CrawlInfo,
     DispatchView,
     EnqueueResult,
+    FunnelCounts,
     LateSend,
     PopResult,
 )
@@ -56,11 +58,12 @@ class AsyncFrontier:
         except redis.ResponseError as exc:
             raise FrontierError(f"frontier script failed: {exc}") from exc
 
-    async def enqueue_many(self, requests: Sequence[dict[str, Any]], *,
-                           dedupe: bool = False) -> EnqueueResult:
-        call, invalid = self.calls.enqueue(requests, dedupe=dedupe, now_ms=self._now())
-        if len(call[1]) == 5:
-            return self.calls.parse_enqueue([0, 0, 0], invalid)
+    async def enqueue_many(self, requests: Sequence[dict[str, Any]], *, dedupe: bool = False,
+                           funnel: bool = True) -> EnqueueResult:
+        call, invalid = self.calls.enqueue(requests, dedupe=dedupe, now_ms=self._now(),
+                                           funnel=funnel)
+        if self.calls.enqueue_is_empty(call):
+            return self.calls.parse_enqueue([0, 0, 0, 0], invalid)
         return self.calls.parse_enqueue(await self._run(self.scripts.enqueue, call), invalid)
 
     async def pop(self, view: DispatchView, n: int) -> PopResult:
@@ -71,11 +74,12 @@ class AsyncFrontier:
         self._held.update(leased.lease_id for leased in result.requests)
         return result
 
-    async def ack(self, lease_ids: Sequence[str]) -> int:
-        if not lease_ids:
+    async def ack(self, lease_ids: Sequence[str], *, funnel: FunnelCounts | None = None) -> int:
+        if not lease_ids and not funnel:
             return 0
         self._held.difference_update(lease_ids)
-        return int(await self._run(self.scripts.ack, self.calls.ack(lease_ids)))
+        return int(await self._run(self.scripts.ack,
+                                   self.calls.ack(lease_ids, self._now(), funnel)))
 
     async def release(self, lease_ids: Sequence[str], *, priority_delta: int = 0) -> int:
         if not lease_ids:
@@ -116,14 +120,23 @@ class AsyncFrontier:
         reply = await self._run(self.scripts.info, self.calls.info(spiderid, appid, crawlid))
         return self.calls.parse_info(reply, spiderid, appid, crawlid)
 
-    async def purge(self, spiderid: str, appid: str, crawlid: str | None = None) -> int:
+    async def crawl_funnels(self, spiderid: str,
+                            crawlids: Sequence[str]) -> dict[str, CrawlFunnel]:
+        pipe = self.redis.pipeline(transaction=False)
+        for key in self.calls.funnel_keys(spiderid, crawlids):
+            pipe.hgetall(key)
+        return self.calls.parse_funnels(crawlids, await pipe.execute() if crawlids else [])
+
+    async def purge(self, spiderid: str, appid: str, crawlid: str | None = None, *,
+                    reason: str = "stopped") -> int:
         crawlids = [crawlid] if crawlid else (await self.crawl_info(spiderid, appid)).crawlids
         removed = 0
         for crawl in crawlids:
             phase = "q0"
             while phase != "done":
                 queued, leases, phase = self.calls.parse_purge(await self._run(
-                    self.scripts.purge, self.calls.purge(spiderid, appid, crawl, phase)))
+                    self.scripts.purge, self.calls.purge(spiderid, appid, crawl, phase,
+                                                         reason=reason, now_ms=self._now())))
                 removed += queued + leases
         return removed
 

@@ -19,11 +19,14 @@ from scrapy_cluster.errors import InvalidRequestError
 from scrapy_cluster.frontier import codec, waiting
 from scrapy_cluster.frontier.model import (
     Backlog,
+    CompletedCrawl,
     CrawlCounts,
+    CrawlFunnel,
     CrawlInfo,
     DispatchView,
     DomainCount,
     EnqueueResult,
+    FunnelCounts,
     LateSend,
     LeasedRequest,
     PopResult,
@@ -33,6 +36,8 @@ ANY_VIEW = "any"
 MAX_POP = 1000
 """Most requests one pop hands out (larger n is clamped)."""
 LEASED_FIELD = "~leased"
+ENQUEUE_HEADER_ARGS = 6
+"""Arguments of an enqueue call before its first request (templates ... funnel flag)."""
 Call = tuple[list[str], list[Any]]
 
 
@@ -53,6 +58,7 @@ class FrontierPolicy:
     lookahead: int = 16
     purge_chunk: int = 5_000
     send_allowance_ms: int = 100
+    crawl_state_ttl_ms: int = 86_400_000
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> FrontierPolicy:
@@ -70,6 +76,7 @@ class FrontierPolicy:
             recheck_ms=ms("FRONTIER_RECHECK_S"), lookahead=int(settings["FRONTIER_POP_LOOKAHEAD"]),
             purge_chunk=int(settings["FRONTIER_PURGE_CHUNK"]),
             send_allowance_ms=int(settings["THROTTLE_SEND_ALLOWANCE_MS"]),
+            crawl_state_ttl_ms=ms("CRAWL_STATE_TTL"),
         )
 
 
@@ -87,6 +94,9 @@ def _spider_templates() -> dict[str, str]:
         "blacklist": keys.crawl_blacklist(spider), "dupefilter": keys.dupefilter(spider, crawl),
         "app": keys.app_crawls(spider, keys.PLACEHOLDER_APP),
         "held": keys.crawl_held_upgrades(spider, crawl),
+        "funnel": keys.crawl_funnel(spider, crawl),
+        "state": keys.crawl_state(spider, crawl),
+        "timeout": keys.crawl_timeout(spider, keys.PLACEHOLDER_APP, crawl),
     }
 
 
@@ -124,10 +134,15 @@ class FrontierCalls:
     # --- enqueue -------------------------------------------------------------
     def _request_args(self, request: dict[str, Any], dedupe: bool) -> list[Any]:
         codec.validate(request)
-        domain = self.extract_domain(request["url"])
+        deduped = dedupe and not request.get("dont_filter")
+        try:
+            domain = self.extract_domain(request["url"])
+            fingerprint = codec.fingerprint(request) if deduped else b""
+        except ValueError as exc:  # urlsplit / w3lib: "Invalid IPv6 URL", a port not a number
+            raise InvalidRequestError(f"url cannot be parsed: {exc}") from exc
         bucket, record, depth = b"", b"", 0
-        if dedupe and not request.get("dont_filter"):
-            bucket, record = codec.dupe_slot(codec.fingerprint(request))
+        if deduped:
+            bucket, record = codec.dupe_slot(fingerprint)
             curdepth = int(request.get("curdepth") or 0)
             at_limit = curdepth >= int(request.get("maxdepth") or 0)
             depth = 2 * min(curdepth, codec.MAX_DEPTH_RECORDED) + at_limit
@@ -135,17 +150,25 @@ class FrontierCalls:
                 request["appid"], bucket, record, depth, codec.encode_item(request)]
 
     def enqueue(self, requests: Sequence[dict[str, Any]], *, dedupe: bool,
-                now_ms: int | None) -> tuple[Call, list[tuple[int, str]]]:
+                now_ms: int | None, funnel: bool = True) -> tuple[Call, list[tuple[int, str]]]:
+        """``funnel``: count the requests in their crawls' URL funnels (off for retries)."""
         policy = self.policy
         args: list[Any] = [self._templates, _now_arg(now_ms), "1" if policy.keep_blacklisted else "0",
-                           policy.dupefilter_ttl_ms, policy.view_timeout_ms]
+                           policy.dupefilter_ttl_ms, policy.view_timeout_ms,
+                           "1" if funnel else "0"]
         invalid: list[tuple[int, str]] = []
         for index, request in enumerate(requests):
             try:
                 args.extend(self._request_args(request, dedupe))
             except InvalidRequestError as exc:
                 invalid.append((index, str(exc)))
-        return ([keys.domain_blacklist(), keys.frontier_spiders()], args), invalid
+        return ([keys.domain_blacklist(), keys.frontier_spiders(), keys.crawls_idle()],
+                args), invalid
+
+    @staticmethod
+    def enqueue_is_empty(call: Call) -> bool:
+        """True when no request of the batch was valid: nothing to send."""
+        return len(call[1]) == ENQUEUE_HEADER_ARGS
 
     @staticmethod
     def parse_enqueue(reply: Sequence[int], invalid: list[tuple[int, str]]) -> EnqueueResult:
@@ -174,11 +197,13 @@ class FrontierCalls:
         for i in range(2, len(reply), 6):
             lease_id, domain, priority, crawlid, item, throttled = reply[i:i + 6]
             crawl = crawlid.decode()
-            request = codec.decode_item(item.split(b" ", 1)[1], spiderid=spiderid,
-                                        crawlid=crawl, priority=int(priority))
+            head, _, body = item.partition(b" ")
+            request = _decoded_or_marked(body, spiderid=spiderid, crawlid=crawl,
+                                         priority=int(priority))
             leased.append(LeasedRequest(request=request, lease_id=lease_id.decode(),
                                         domain=domain.decode(), dispatched_at_ms=now_ms,
-                                        throttled=bool(int(throttled))))
+                                        throttled=bool(int(throttled)),
+                                        enqueued_at_ms=_enqueued_ms_or_none(head)))
         wait_s = None if wait_ms < 0 else wait_ms / 1000.0
         return PopResult(requests=leased, wait_s=wait_s, now_ms=now_ms,
                          ready_at_s=waiting.deadline_of(wait_s, received_at_s),
@@ -194,17 +219,29 @@ class FrontierCalls:
                 keys.dispatch_ready(view.spiderid, self.view_name(view))], args
 
     # --- leases ----------------------------------------------------------------
-    def ack(self, lease_ids: Sequence[str]) -> Call:
-        return ([keys.frontier_leases(), keys.frontier_lease_items()],
-                [self._templates, *lease_ids])
+    @staticmethod
+    def _lease_keys() -> list[str]:
+        return [keys.frontier_leases(), keys.frontier_lease_items(), keys.crawls_idle()]
+
+    def ack(self, lease_ids: Sequence[str], now_ms: int | None,
+            funnel: FunnelCounts | None = None) -> Call:
+        """``funnel``: the crawler's URL funnel counts, written by the same script call."""
+        args: list[Any] = [self._templates, _now_arg(now_ms), self.policy.dupefilter_ttl_ms,
+                           len(lease_ids), *lease_ids]
+        for (spiderid, crawlid), fields in (funnel or {}).items():
+            counted = [(name, count) for name, count in fields.items() if count]
+            args += [spiderid, crawlid, len(counted)]
+            for name, count in counted:
+                args += [name, int(count)]
+        return self._lease_keys(), args
 
     def release(self, lease_ids: Sequence[str], priority_delta: int, now_ms: int | None) -> Call:
-        return ([keys.frontier_leases(), keys.frontier_lease_items()],
+        return (self._lease_keys(),
                 [self._templates, _now_arg(now_ms), int(priority_delta),
                  self.policy.view_timeout_ms, *lease_ids])
 
     def reap(self, limit: int, now_ms: int | None) -> Call:
-        return ([keys.frontier_leases(), keys.frontier_lease_items()],
+        return (self._lease_keys(),
                 [self._templates, _now_arg(now_ms), int(limit), self.policy.view_timeout_ms])
 
     # --- queries and purge -----------------------------------------------------------
@@ -223,6 +260,17 @@ class FrontierCalls:
         info.crawlids.sort()
         return info
 
+    @staticmethod
+    def funnel_keys(spiderid: str, crawlids: Sequence[str]) -> list[str]:
+        """The funnel HASH of each crawl, in order (read with one pipelined HGETALL each)."""
+        return [keys.crawl_funnel(spiderid, crawlid) for crawlid in crawlids]
+
+    @staticmethod
+    def parse_funnels(crawlids: Sequence[str],
+                      replies: Sequence[Mapping[bytes, bytes]]) -> dict[str, CrawlFunnel]:
+        return {crawlid: CrawlFunnel.from_hash(raw)
+                for crawlid, raw in zip(crawlids, replies, strict=True)}
+
     def backlog(self, most_domains: int) -> Call:
         return [keys.frontier_spiders()], [self._templates, int(most_domains)]
 
@@ -235,17 +283,62 @@ class FrontierCalls:
             result[reply[i].decode()] = Backlog(total=int(reply[i + 1]), domains=domains)
         return dict(sorted(result.items()))
 
-    def purge(self, spiderid: str, appid: str, crawlid: str, phase: str) -> Call:
+    def purge(self, spiderid: str, appid: str, crawlid: str, phase: str, *,
+              reason: str = "stopped", now_ms: int | None = None) -> Call:
+        """``reason``: the status the crawl ends with, ``stopped`` or ``expired``."""
         return ([keys.crawl_blacklist(spiderid), keys.spider_domains(spiderid),
                  keys.app_crawls(spiderid, appid), keys.crawl_counts(spiderid, crawlid),
-                 keys.frontier_leases(), keys.frontier_lease_items()],
-                [self._templates, spiderid, crawlid, self.policy.purge_chunk, phase])
+                 keys.frontier_leases(), keys.frontier_lease_items(), keys.crawls_idle()],
+                [self._templates, spiderid, crawlid, self.policy.purge_chunk, phase, reason,
+                 self.policy.crawl_state_ttl_ms, _now_arg(now_ms)])
 
     @staticmethod
     def parse_purge(reply: Sequence[Any]) -> tuple[int, int, str]:
         """``(queued removed, leases removed, next phase)`` of one purge chunk."""
         phase = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
         return int(reply[0]), int(reply[2]), phase
+
+    @staticmethod
+    def purge_prior_status(reply: Sequence[Any]) -> str | None:
+        """The crawl's status before the purge, from its FIRST chunk's reply."""
+        prior = reply[3].decode() if isinstance(reply[3], bytes) else str(reply[3])
+        return prior or None
+
+    # --- completion ------------------------------------------------------------------
+    def take_completed(self, grace_ms: int, hold_ms: int, most: int,
+                       now_ms: int | None) -> Call:
+        return ([keys.crawls_idle(), keys.crawl_timeouts()],
+                [self._templates, _now_arg(now_ms), int(grace_ms), int(hold_ms),
+                 self.policy.crawl_state_ttl_ms, int(most)])
+
+    @staticmethod
+    def parse_completed(reply: Sequence[Any]) -> list[CompletedCrawl]:
+        completed = []
+        for i in range(0, len(reply), 6):
+            member, held, appid, started, finished, flat = reply[i:i + 6]
+            spiderid, _, crawlid = member.decode().partition("\t")
+            funnel = CrawlFunnel.from_hash(dict(zip(flat[0::2], flat[1::2], strict=True)))
+            completed.append(CompletedCrawl(
+                spiderid=spiderid, crawlid=crawlid, appid=appid.decode(),
+                started_ms=int(started) if started else None, finished_ms=int(finished),
+                funnel=funnel, member=member, held_score=int(held)))
+        return completed
+
+    def confirm_completed(self, completed: Sequence[CompletedCrawl]) -> Call:
+        args: list[Any] = [self._templates]
+        for crawl in completed:
+            args += [crawl.member, crawl.held_score]
+        return [keys.crawls_idle()], args
+
+    @staticmethod
+    def state_key(spiderid: str, crawlid: str) -> str:
+        return keys.crawl_state(spiderid, crawlid)
+
+    @staticmethod
+    def parse_statuses(crawlids: Sequence[str],
+                       replies: Sequence[bytes | None]) -> dict[str, str | None]:
+        return {crawlid: reply.decode() if reply else None
+                for crawlid, reply in zip(crawlids, replies, strict=True)}
 
     def touch(self, domain: str, now_ms: int | None) -> Call:
         return [keys.frontier_spiders()], [self._templates, domain, _now_arg(now_ms)]
@@ -292,3 +385,22 @@ def summarize_counts(counts: Mapping[bytes, bytes]) -> CrawlCounts:
             known[2] = priority
     return CrawlCounts({name.decode(): (total, low, high)
                         for name, (total, low, high) in sorted(domains.items())}, in_flight)
+
+
+def _decoded_or_marked(body: bytes, *, spiderid: str, crawlid: str,
+                       priority: int) -> dict[str, Any]:
+    """The queued request; one that does not decode (written to Redis by something else than the
+    frontier) comes back without a ``url`` and with ``undecodable`` saying why, so the crawler
+    drops that one lease with an error and the rest of the pop goes on."""
+    try:
+        return codec.decode_item(body, spiderid=spiderid, crawlid=crawlid, priority=priority)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # JSONDecodeError is a ValueError
+        return {"spiderid": spiderid, "crawlid": crawlid, "priority": priority,
+                "undecodable": f"{type(exc).__name__}: {exc}"[:200]}
+
+
+def _enqueued_ms_or_none(head: bytes) -> int | None:
+    try:
+        return codec.item_enqueued_ms(head)
+    except ValueError:  # not a head the frontier wrote
+        return None

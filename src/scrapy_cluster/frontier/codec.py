@@ -1,6 +1,6 @@
 """Crawl requests to compact queue items and back; fingerprints; registered domains.
 
-A queued item is JSON with short keys. ``spiderid``, ``crawlid`` and
+A queued item is ``<seq>:<enqueue ms in base 36> <json>``; the JSON has short keys. ``spiderid``, ``crawlid`` and
 ``priority`` are not stored in it (the sub-queue key holds them), values equal
 to their default are omitted, and ``None`` values are dropped. Decoding
 restores the defaults, so a decoded request always has ``url``, ``appid``,
@@ -135,6 +135,13 @@ def decode_item(data: bytes, *, spiderid: str, crawlid: str, priority: int) -> d
         else:
             request[LONG_NAMES[short]] = value
     return request
+
+
+def item_enqueued_ms(head: bytes) -> int | None:
+    """The enqueue time (epoch ms, frontier clock) in a queued item's head ``<seq>:<base 36
+    ms>``; None for an item queued before items carried it (head ``<seq>``)."""
+    _, colon, stamp = head.partition(b":")
+    return int(stamp, 36) if colon and stamp else None
 
 
 def fingerprint(request: dict[str, Any]) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -27,13 +28,16 @@ class DispatchView:
 @dataclass(frozen=True)
 class LeasedRequest:
     """A dispatched request, leased to its crawler until acked, released or reaped.
-    ``throttled``: its domain has a limit, so its dispatch took a throttle slot."""
+    ``throttled``: its domain has a limit, so its dispatch took a throttle slot.
+    ``enqueued_at_ms``: when it was queued (frontier clock, like ``dispatched_at_ms``); None
+    for an item queued by a version that did not record it."""
 
     request: dict[str, Any]
     lease_id: str
     domain: str
     dispatched_at_ms: int
     throttled: bool = True
+    enqueued_at_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -120,10 +124,12 @@ class CrawlInfo:
 
 @dataclass(frozen=True)
 class PurgeResult:
-    """What a purge removed: queued requests and in-flight leases."""
+    """What a purge removed: queued requests and in-flight leases. ``prior_status``: the
+    crawl's status before the purge (``running``, ``complete``, ...; None without state)."""
 
     queued: int = 0
     in_flight: int = 0
+    prior_status: str | None = None
 
     @property
     def total(self) -> int:
@@ -149,3 +155,73 @@ class CrawlCounts:
     @property
     def total(self) -> int:
         return sum(total for total, _, _ in self.domains.values())
+
+
+FUNNEL_COUNTS = ("submitted", "queued", "deduplicated", "retried", "dropped", "delivered")
+FILTERED_PREFIX = "filtered:"
+FETCHED_PREFIX = "fetched:"
+
+
+@dataclass
+class CrawlFunnel:
+    """What happened to the URLs of one crawl (``keys.crawl_funnel``; docs/api.md, "URL funnel").
+
+    ``filtered``: reason -> URLs dropped by the crawl's rules; ``fetched``: status (text, ``0``
+    = no response) -> downloads. Every count is 0 for a crawl never seen.
+    """
+
+    submitted: int = 0
+    queued: int = 0
+    deduplicated: int = 0
+    filtered: dict[str, int] = field(default_factory=dict)
+    fetched: dict[str, int] = field(default_factory=dict)
+    retried: int = 0
+    dropped: int = 0
+    delivered: int = 0
+
+    @classmethod
+    def from_hash(cls, raw: Mapping[Any, Any]) -> CrawlFunnel:
+        """From the HGETALL reply of the funnel hash (unknown fields are ignored)."""
+        funnel = cls()
+        for name, value in raw.items():
+            text = name.decode() if isinstance(name, bytes) else str(name)
+            count = int(value)
+            if text.startswith(FILTERED_PREFIX):
+                funnel.filtered[text.removeprefix(FILTERED_PREFIX)] = count
+            elif text.startswith(FETCHED_PREFIX):
+                funnel.fetched[text.removeprefix(FETCHED_PREFIX)] = count
+            elif text in FUNNEL_COUNTS:
+                setattr(funnel, text, count)
+        return funnel
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``funnel`` object of ``info`` answers: every key present, reasons and statuses
+        sorted."""
+        return {"submitted": self.submitted, "queued": self.queued,
+                "deduplicated": self.deduplicated, "filtered": dict(sorted(self.filtered.items())),
+                "fetched": dict(sorted(self.fetched.items(), key=lambda kv: (len(kv[0]), kv[0]))),
+                "retried": self.retried, "dropped": self.dropped, "delivered": self.delivered}
+
+
+CRAWL_STATUSES = ("running", "complete", "stopped", "expired")
+FunnelCounts = Mapping[tuple[str, str], Mapping[str, int]]
+"""URL funnel counts to add: (spiderid, crawlid) -> {funnel field: count}."""
+
+
+@dataclass(frozen=True)
+class CompletedCrawl:
+    """A crawl the complete script declared complete (docs/api.md, "Crawl complete").
+
+    ``started_ms``: its first enqueue; ``finished_ms``: since when it has had nothing queued
+    and nothing leased; ``funnel``: its URL funnel then. ``member`` and ``held_score`` name the
+    taken index entry for ``Frontier.confirm_completed``.
+    """
+
+    spiderid: str
+    crawlid: str
+    appid: str
+    started_ms: int | None
+    finished_ms: int
+    funnel: CrawlFunnel
+    member: bytes
+    held_score: int

@@ -24,6 +24,8 @@ FRONTIER_SCRIPTS = {
     "touch": "domain_config_touch.lua",
     "restamp": "frontier_restamp.lua",
     "backlog": "frontier_backlog.lua",
+    "complete": "frontier_complete.lua",
+    "complete_done": "frontier_complete_done.lua",
 }
 
 
@@ -60,3 +62,5 @@ class FrontierScripts:
     touch: Any
     restamp: Any
     backlog: Any
+    complete: Any
+    complete_done: Any

@@ -2,7 +2,7 @@
 
 All logic lives in the Lua scripts and in ``calls``; this class adds the
 round trip. Round trips: ``enqueue_many``, ``pop``, ``ack``, ``release``,
-``reap``, ``crawl_info`` and ``backlog`` one each; ``app_counts`` two; ``purge`` one per chunk;
+``reap``, ``crawl_info``, ``crawl_funnels`` and ``backlog`` one each; ``app_counts`` two; ``purge`` one per chunk;
 ``wait_for_work`` one blocking BLPOP per slice of at most 5 s (none in its last ~0.1 s,
 which is slept locally to the millisecond; see ``waiting``).
 """
@@ -22,10 +22,13 @@ from scrapy_cluster.frontier.calls import FrontierCalls, FrontierPolicy, summari
 from scrapy_cluster.frontier.model import (
     Backlog,
     Clock,
+    CompletedCrawl,
     CrawlCounts,
+    CrawlFunnel,
     CrawlInfo,
     DispatchView,
     EnqueueResult,
+    FunnelCounts,
     LateSend,
     PopResult,
     PurgeResult,
@@ -64,12 +67,14 @@ class Frontier:
         except redis.ResponseError as exc:
             raise FrontierError(f"frontier script failed: {exc}") from exc
 
-    def enqueue_many(self, requests: Sequence[dict[str, Any]], *,
-                     dedupe: bool = False) -> EnqueueResult:
-        """Queue ``requests`` (invalid ones are reported, not queued). One round trip."""
-        call, invalid = self.calls.enqueue(requests, dedupe=dedupe, now_ms=self._now())
-        if len(call[1]) == 5:
-            return self.calls.parse_enqueue([0, 0, 0], invalid)
+    def enqueue_many(self, requests: Sequence[dict[str, Any]], *, dedupe: bool = False,
+                     funnel: bool = True) -> EnqueueResult:
+        """Queue ``requests`` (invalid ones are reported, not queued). One round trip, which
+        also counts them in their crawls' URL funnels unless ``funnel`` is False (a retry)."""
+        call, invalid = self.calls.enqueue(requests, dedupe=dedupe, now_ms=self._now(),
+                                           funnel=funnel)
+        if self.calls.enqueue_is_empty(call):
+            return self.calls.parse_enqueue([0, 0, 0, 0], invalid)
         return self.calls.parse_enqueue(self._run(self.scripts.enqueue, call), invalid)
 
     def pop(self, view: DispatchView, n: int) -> PopResult:
@@ -81,12 +86,14 @@ class Frontier:
         self._held.update(leased.lease_id for leased in result.requests)
         return result
 
-    def ack(self, lease_ids: Sequence[str]) -> int:
-        """Finish leased requests; returns how many were still held. One round trip."""
-        if not lease_ids:
+    def ack(self, lease_ids: Sequence[str], *, funnel: FunnelCounts | None = None) -> int:
+        """Finish leased requests; returns how many were still held. One round trip, which
+        also adds ``funnel`` (a crawler's URL funnel counts) to the crawls' funnels and
+        moves a crawl left with nothing queued or leased into the idle index."""
+        if not lease_ids and not funnel:
             return 0
         self._held.difference_update(lease_ids)
-        return int(self._run(self.scripts.ack, self.calls.ack(lease_ids)))
+        return int(self._run(self.scripts.ack, self.calls.ack(lease_ids, self._now(), funnel)))
 
     def release(self, lease_ids: Sequence[str], *, priority_delta: int = 0) -> int:
         """Put leased requests back (``priority_delta`` < 0 for retries). One round trip."""
@@ -141,6 +148,14 @@ class Frontier:
         reply = self._run(self.scripts.info, self.calls.info(spiderid, appid, crawlid))
         return self.calls.parse_info(reply, spiderid, appid, crawlid)
 
+    def crawl_funnels(self, spiderid: str, crawlids: Sequence[str]) -> dict[str, CrawlFunnel]:
+        """The URL funnel of each crawl (all zeros for an unknown one). One round trip (one
+        pipelined HGETALL per crawl)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for key in self.calls.funnel_keys(spiderid, crawlids):
+            pipe.hgetall(key)
+        return self.calls.parse_funnels(crawlids, pipe.execute() if crawlids else [])
+
     def app_counts(self, spiderid: str, appid: str) -> dict[str, CrawlCounts]:
         """Every crawl of an app with work left, per domain ``(total, low priority, high
         priority)`` and in-flight leases. Two round trips (the app's crawl set, then one
@@ -173,22 +188,30 @@ class Frontier:
         """Blacklist and remove the crawl(s) and their leases; returns requests removed."""
         return self.purge_detail(spiderid, appid, crawlid).total
 
-    def purge_detail(self, spiderid: str, appid: str, crawlid: str | None = None) -> PurgeResult:
-        """``purge``, telling queued requests from in-flight leases removed.
+    def purge_detail(self, spiderid: str, appid: str, crawlid: str | None = None, *,
+                     reason: str = "stopped") -> PurgeResult:
+        """``purge``, telling queued requests from in-flight leases removed. The crawl ends
+        with status ``reason`` (``stopped`` or ``expired``) unless it had ended already
+        (``prior_status``, of the one crawl or of the last one); its keys get CRAWL_STATE_TTL.
 
         One round trip per chunk of FRONTIER_PURGE_CHUNK requests, so Redis is
         never blocked for long.
         """
         crawlids = [crawlid] if crawlid else self.crawl_info(spiderid, appid).crawlids
         queued = in_flight = 0
+        prior: str | None = None
         for crawl in crawlids:
             phase = "q0"
+            first = True
             while phase != "done":
-                removed, leases, phase = self.calls.parse_purge(
-                    self._run(self.scripts.purge, self.calls.purge(spiderid, appid, crawl, phase)))
+                reply = self._run(self.scripts.purge, self.calls.purge(
+                    spiderid, appid, crawl, phase, reason=reason, now_ms=self._now()))
+                if first:
+                    prior, first = self.calls.purge_prior_status(reply), False
+                removed, leases, phase = self.calls.parse_purge(reply)
                 queued += removed
                 in_flight += leases
-        return PurgeResult(queued, in_flight)
+        return PurgeResult(queued, in_flight, prior)
 
     def touch_domain(self, domain: str) -> int:
         """Make ``domain`` due now in every ready set (after a domain config change)."""
@@ -197,3 +220,34 @@ class Frontier:
     def fingerprint(self, request: dict[str, Any]) -> bytes:
         return codec.fingerprint(request)
 
+
+    def take_completed(self, *, grace_ms: int, hold_ms: int,
+                       most: int = 100) -> list[CompletedCrawl]:
+        """Crawls idle (nothing queued, nothing leased) for ``grace_ms``, now declared
+        complete, plus notices a dead monitor took and never confirmed; each is held for
+        ``hold_ms`` so no other caller takes it. One round trip (``frontier_complete.lua``)."""
+        call = self.calls.take_completed(grace_ms, hold_ms, most, self._now())
+        return self.calls.parse_completed(self._run(self.scripts.complete, call))
+
+    def confirm_completed(self, completed: Sequence[CompletedCrawl]) -> int:
+        """The notices of ``completed`` were delivered: release their index entries. One
+        round trip (none when empty)."""
+        if not completed:
+            return 0
+        return int(self._run(self.scripts.complete_done, self.calls.confirm_completed(completed)))
+
+    def crawl_funnels_and_statuses(self, spiderid: str, crawlids: Sequence[str],
+                                   ) -> tuple[dict[str, CrawlFunnel], dict[str, str | None]]:
+        """``crawl_funnels`` and each crawl's status (``running``, ``complete``, ``stopped``,
+        ``expired``; None without state). One round trip (pipelined HGETALL + HGET per crawl)."""
+        if not crawlids:
+            return {}, {}
+        pipe = self.redis.pipeline(transaction=False)
+        for key in self.calls.funnel_keys(spiderid, crawlids):
+            pipe.hgetall(key)
+        for crawlid in crawlids:
+            pipe.hget(self.calls.state_key(spiderid, crawlid), "status")
+        replies = pipe.execute()
+        count = len(crawlids)
+        return (self.calls.parse_funnels(crawlids, replies[:count]),
+                self.calls.parse_statuses(crawlids, replies[count:]))

@@ -11,6 +11,7 @@ from scrapy_cluster.bus import create_bus, topics
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.kafka_monitor.loader import build_plugins, build_validator, plugin_classes
 from scrapy_cluster.kafka_monitor.monitor import KafkaMonitor
+from scrapy_cluster.migration.version import check_at_start
 from scrapy_cluster.redis_conn import RedisConfig
 from scrapy_cluster.upkeep import process_identity
 
@@ -21,6 +22,7 @@ def open_monitor(settings: Mapping[str, Any], logger: logging.Logger) -> Iterato
     with ExitStack() as stack:
         redis_client = RedisConfig.from_settings(settings).sync_client()
         stack.callback(redis_client.close)
+        check_at_start(redis_client, logger)
         bus = create_bus(settings)
         stack.callback(bus.close)
         consumer = bus.consumer(

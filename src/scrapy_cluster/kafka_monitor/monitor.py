@@ -23,6 +23,7 @@ from scrapy_cluster.kafka_monitor.plugins.base import BaseHandler, Failures
 from scrapy_cluster.kafka_monitor.validation import Accepted, RequestValidator
 from scrapy_cluster.outage import Backoff, is_redis_outage
 from scrapy_cluster.stats import WindowedStats
+from scrapy_cluster.stats.node import NodeInfo
 from scrapy_cluster.upkeep import Heartbeat, StatsDump
 
 TOTAL, FAIL = "total", "fail"
@@ -94,7 +95,7 @@ class KafkaMonitor:
             consumer=consumer, validator=validator, plugins=plugins, redis_client=redis_client,
             stats=stats, logger=logger,
             heartbeat=Heartbeat(stats, machine=machine, process_id=process_id,
-                                interval_s=interval_s, clock=clock),
+                                interval_s=interval_s, clock=clock, info=NodeInfo()),
             stats_dump=StatsDump(stats, names, interval_s=float(settings["STATS_DUMP"]),
                                  clock=clock, logger=logger),
             backoff=Backoff(sleep=sleep), batch_size=int(settings["KAFKA_MONITOR_BATCH_SIZE"]),
@@ -107,10 +108,12 @@ class KafkaMonitor:
         while not should_stop():
             try:
                 self.run_once(should_stop)
+                self.backoff.reset()
             except BatchAbandoned:
                 return
             except BusError as exc:
-                self.logger.warning("bus error, retrying: %s", exc, extra={"error": str(exc)})
+                log = self.logger.warning if self.backoff.failures == 0 else self.logger.debug
+                log("bus error, retrying: %s", exc, extra={"error": str(exc)})  # once per outage
                 self.backoff.wait()
             self.stats_dump.dump_if_due()
 
@@ -160,8 +163,9 @@ class KafkaMonitor:
                 if should_stop():
                     raise BatchAbandoned from exc
                 delay_s = self.backoff.next_delay_s()
-                self.logger.warning("Redis unreachable, retrying batch in %.1fs: %s", delay_s,
-                                    exc, extra={"retry_in_s": delay_s, "requests": received})
+                log = self.logger.warning if self.backoff.failures == 0 else self.logger.debug
+                log("Redis unreachable, retrying batch in %.1fs: %s", delay_s, exc,
+                    extra={"retry_in_s": delay_s, "requests": received})  # once per outage
                 self.backoff.wait()
 
     def _write(self, routed: _RoutedBatch, received: int) -> BatchReport:

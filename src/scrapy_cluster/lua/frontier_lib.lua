@@ -67,6 +67,18 @@ local function parse_member(member)
   return tonumber(string.sub(member, 1, bar - 1)), string.sub(member, bar + 1)
 end
 
+-- Non-negative integer in base 36 (an item's enqueue ms: 8 characters until 2059).
+local BASE36 = '0123456789abcdefghijklmnopqrstuvwxyz'
+local function base36(n)
+  local out = ''
+  repeat
+    local digit = n % 36
+    out = string.sub(BASE36, digit + 1, digit + 1) .. out
+    n = (n - digit) / 36
+  until n == 0
+  return out
+end
+
 local function item_seq(item)
   return tonumber(string.match(item, '^(%d+)'))
 end
@@ -105,9 +117,73 @@ local function promote_domain(spider, domain, priority, now, view_timeout_ms)
   end
 end
 
+-- Crawls whose count hash lost a field (it may now be empty) or gained one (it may have been
+-- empty) in this script call; settle_idle turns them into idle-index updates.
+local emptied, filled = {}, {}
+
 local function count_add(spider, crawl, field, amount)
   local key = crawl_key('counts', spider, crawl)
-  if redis.call('HINCRBY', key, field, amount) <= 0 then redis.call('HDEL', key, field) end
+  local value = redis.call('HINCRBY', key, field, amount)
+  if value <= 0 then
+    redis.call('HDEL', key, field)
+    emptied[spider .. '\0' .. crawl] = {spider, crawl}
+  elseif value == amount then
+    filled[spider .. '\0' .. crawl] = {spider, crawl}
+  end
+end
+
+-- The crawls idle index (frontier:crawls:idle): member '<spiderid>\t<crawlid>' scored by the
+-- ms its count hash became empty (nothing queued, nothing leased). A crawl whose hash lost a
+-- field and is now empty joins it (re-scored: idleness must be continuous); one whose hash
+-- gained a field leaves it. One EXISTS per crawl that lost a field; no read otherwise.
+-- Called at the end of every script that changes counts, except pop (every crawl a pop
+-- decrements also gains a lease, so it never empties one, and it only dispatches from crawls
+-- with queued requests, which are not idle).
+local function idle_member(spider, crawl)
+  return spider .. '\t' .. crawl
+end
+
+local function settle_idle(idle_key, now)
+  for id, entry in pairs(emptied) do
+    if redis.call('EXISTS', crawl_key('counts', entry[1], entry[2])) == 0 then
+      redis.call('ZADD', idle_key, now, idle_member(entry[1], entry[2]))
+      filled[id] = nil
+    end
+  end
+  for _, entry in pairs(filled) do redis.call('ZREM', idle_key, idle_member(entry[1], entry[2])) end
+  emptied, filled = {}, {}
+end
+
+-- A crawl's status (<spiderid>:crawl:<crawlid>:state field 'status'): running, complete,
+-- stopped or expired; false when the crawl has no state. Read once per script call.
+local ENDED = {complete = true, stopped = true, expired = true}
+local statuses = {}
+local function crawl_status(spider, crawl)
+  local id = spider .. '\0' .. crawl
+  local status = statuses[id]
+  if status == nil then
+    status = redis.call('HGET', crawl_key('state', spider, crawl), 'status') or false
+    statuses[id] = status
+  end
+  return status
+end
+
+-- TTL ms for a write to a key of the crawl: ``running_ms`` while it runs (or has no state);
+-- once it ended, what is left of its state's life, so its keys all go with its state.
+local function crawl_ttl_ms(spider, crawl, running_ms)
+  if ENDED[crawl_status(spider, crawl)] then
+    local left = redis.call('PTTL', crawl_key('state', spider, crawl))
+    if left > 0 then return left end
+  end
+  return running_ms
+end
+
+-- Adds counts to the crawl's URL funnel: ``fields`` is {field = n, ...}; the TTL is
+-- ``running_ms`` (DUPEFILTER_TIMEOUT) while the crawl runs, else its state's (above).
+local function add_funnel(spider, crawl, fields, running_ms)
+  local key = crawl_key('funnel', spider, crawl)
+  for field, count in pairs(fields) do redis.call('HINCRBY', key, field, count) end
+  redis.call('PEXPIRE', key, crawl_ttl_ms(spider, crawl, running_ms))
 end
 
 -- Per-script memo of a batch enqueue: index keys known to be non-empty, and
@@ -167,8 +243,9 @@ local function requeue_lease(leases, lease_items, id, delta, now, view_timeout_m
   if redis.call('SISMEMBER', spider_key('blacklist', spider), crawl) == 1 then return 0 end
   if delta ~= 0 then
     local seq = redis.call('INCR', spider_key('seq', spider))
-    local space = string.find(item, ' ', 1, true)
-    item = seq .. string.sub(item, space)
+    -- new sequence number; the enqueue time (':<base 36 ms>', absent on older items) stays
+    local rest = string.find(item, '[: ]')
+    item = seq .. string.sub(item, rest)
   end
   push_item(spider, domain, priority + delta, crawl, item, delta == 0, now, view_timeout_ms)
   wake(spider, 1)

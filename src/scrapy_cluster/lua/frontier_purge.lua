@@ -3,16 +3,30 @@
 -- KEYS[2]  the spider's non-empty domains ZSET
 -- KEYS[3]  the crawl's app SET          KEYS[4]  the crawl's counts HASH
 -- KEYS[5]  leases ZSET                  KEYS[6]  lease records HASH
+-- KEYS[7]  crawls idle ZSET (frontier:crawls:idle)
 -- ARGV[1]  key templates (JSON)         ARGV[2]  spiderid     ARGV[3]  crawlid
 -- ARGV[4]  most requests removed in this chunk
 -- ARGV[5]  phase: 'q<cursor>' (start with 'q0') or 'l<cursor>', as returned by the previous chunk
+-- ARGV[6]  why: 'stopped' or 'expired'     ARGV[7]  CRAWL_STATE_TTL ms    ARGV[8]  now ms, or ''
 -- Returns {queued requests removed in this chunk, next phase ('done' when finished),
---          leases (in-flight requests) removed in this chunk}.
+--          leases (in-flight requests) removed in this chunk, the crawl's status before}.
+-- State: every chunk blacklists the crawl and, unless the crawl had already ended (complete,
+-- stopped or expired: the first end wins, so a completed crawl never also gets 'stopped' or
+-- 'expired'), sets its status to ARGV[6] with 'finished'. The last chunk removes it from the
+-- idle index and starts the end-of-crawl TTLs: state and funnel CRAWL_STATE_TTL, dupefilter
+-- at most that (its own DUPEFILTER_TIMEOUT when shorter).
 
 local spider, crawl, budget, phase = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local counts = KEYS[4]
 local removed, leased = 0, 0
+local state_ttl_ms = tonumber(ARGV[7])
+local state = crawl_key('state', spider, crawl)
 redis.call('SADD', KEYS[1], crawl)
+local prior = crawl_status(spider, crawl)
+if not ENDED[prior] then
+  redis.call('HSET', state, 'status', ARGV[6], 'finished', now_ms(ARGV[8]))
+end
+prior = prior or ''
 
 local function drop_subqueue(field)
   local bar = string.find(field, '|[^|]*$')
@@ -39,14 +53,14 @@ if string.sub(phase, 1, 1) == 'q' then
   local scan = redis.call('HSCAN', counts, cursor, 'COUNT', 100)
   local fields = scan[2]
   for i = 1, #fields, 2 do
-    if budget <= 0 then return {removed, phase, 0} end
+    if budget <= 0 then return {removed, phase, 0, prior} end
     if fields[i] ~= LEASED_FIELD then
       local taken = drop_subqueue(fields[i])
       removed, budget = removed + taken, budget - taken
     end
   end
-  if budget <= 0 then return {removed, phase, 0} end
-  if scan[1] ~= '0' then return {removed, 'q' .. scan[1], 0} end
+  if budget <= 0 then return {removed, phase, 0, prior} end
+  if scan[1] ~= '0' then return {removed, 'q' .. scan[1], 0, prior} end
   phase = 'l0'
 end
 
@@ -61,7 +75,13 @@ for i = 1, #scan[2], 2 do
     leased = leased + 1
   end
 end
-if scan[1] ~= '0' then return {removed, 'l' .. scan[1], leased} end
+if scan[1] ~= '0' then return {removed, 'l' .. scan[1], leased, prior} end
 redis.call('DEL', counts, crawl_key('held', spider, crawl))
 redis.call('SREM', KEYS[3], crawl)
-return {removed, 'done', leased}
+redis.call('ZREM', KEYS[7], idle_member(spider, crawl))
+redis.call('PEXPIRE', state, state_ttl_ms)
+redis.call('PEXPIRE', crawl_key('funnel', spider, crawl), state_ttl_ms)
+local filter = crawl_key('dupefilter', spider, crawl)
+local left = redis.call('PTTL', filter)
+if left == -1 or left > state_ttl_ms then redis.call('PEXPIRE', filter, state_ttl_ms) end
+return {removed, 'done', leased, prior}

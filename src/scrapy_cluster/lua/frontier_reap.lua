@@ -1,5 +1,6 @@
 -- frontier_reap.lua: return expired leases (their crawler died) to the head of their queues.
 -- KEYS[1]  leases ZSET      KEYS[2]  lease records HASH
+-- KEYS[3]  crawls idle ZSET (frontier:crawls:idle; settle_idle in frontier_lib.lua)
 -- ARGV[1]  key templates (JSON, see frontier_lib.lua)
 -- ARGV[2]  now ms, or ''    ARGV[3]  most leases handled in this call
 -- ARGV[4]  view idle timeout ms
@@ -14,4 +15,5 @@ for _, id in ipairs(expired) do
   requeued = requeued + requeue_lease(KEYS[1], KEYS[2], id, 0, now, view_timeout_ms)
   if requeued == before then redis.call('ZREM', KEYS[1], id) end
 end
+settle_idle(KEYS[3], now)
 return {requeued, #expired}

@@ -24,6 +24,7 @@ from scrapy_cluster.redis_monitor.plugins.base import BaseMonitor
 from scrapy_cluster.redis_monitor.plugins.circuit_breaker import breaker_for
 from scrapy_cluster.stats import WindowedStats
 from scrapy_cluster.stats.cluster import ClusterStats
+from scrapy_cluster.stats.node import NodeInfo
 from scrapy_cluster.upkeep import Heartbeat, StatsDump, process_identity
 
 
@@ -77,7 +78,7 @@ def open_monitor(settings: Mapping[str, Any], logger: logging.Logger, *,
             queue=queue, plugins=plugins, redis_client=redis_client, answers=answers,
             stats=stats, logger=logger,
             heartbeat=Heartbeat(stats, machine=machine, process_id=process_id,
-                                interval_s=interval_s, clock=time.monotonic),
+                                interval_s=interval_s, clock=time.monotonic, info=NodeInfo()),
             backoff=Backoff(), batch_size=int(settings["REDIS_MONITOR_BATCH_SIZE"]),
             retry_failures=bool(settings["RETRY_FAILURES"]),
             retry_max=int(settings["RETRY_FAILURES_MAX"]), claim_interval_s=lock_s / 2,

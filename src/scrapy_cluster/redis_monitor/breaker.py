@@ -18,10 +18,9 @@ clock (hosts are assumed NTP-synchronised); tests inject ``clock`` (epoch ms).
 
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -35,44 +34,13 @@ from scrapy_cluster.frontier.config import DomainToucher
 from scrapy_cluster.frontier.model import Clock
 from scrapy_cluster.frontier.pause import HALT_UNTIL_MS
 from scrapy_cluster.frontier.scripts import lua_source
+from scrapy_cluster.statuses import ErrorStatuses
 
 PAUSED, HALTED, CLOSED = "paused", "halted", "closed"
-_CLASS = re.compile(r"^([1-9])xx$")
-_RANGE = re.compile(r"^(\d{1,3})-(\d{1,3})$")
 
 
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
-
-
-@dataclass(frozen=True)
-class ErrorStatuses:
-    """The statuses that count as errors, as inclusive ranges.
-
-    Parsed from CIRCUIT_BREAKER_ERROR_STATUSES, whose entries are a code (``403``, or ``0`` for
-    no response), a class (``"5xx"``) or an inclusive range (``"520-599"``).
-    """
-
-    ranges: tuple[tuple[int, int], ...]
-
-    @classmethod
-    def parse(cls, entries: Iterable[int | str]) -> ErrorStatuses:
-        return cls(tuple(_status_range(entry) for entry in entries))
-
-    def __contains__(self, status: object) -> bool:
-        return isinstance(status, int) and any(low <= status <= high for low, high in self.ranges)
-
-
-def _status_range(entry: int | str) -> tuple[int, int]:
-    text = str(entry).strip().lower()
-    if text.isdigit():
-        return int(text), int(text)
-    if match := _CLASS.match(text):
-        return int(match[1]) * 100, int(match[1]) * 100 + 99
-    if (match := _RANGE.match(text)) and int(match[1]) <= int(match[2]):
-        return int(match[1]), int(match[2])
-    raise SettingsError(f"CIRCUIT_BREAKER_ERROR_STATUSES: {entry!r} is not a status code, "
-                        "a class like '5xx' or a range like '500-599'")
 
 
 @dataclass(frozen=True)

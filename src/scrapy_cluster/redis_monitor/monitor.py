@@ -107,17 +107,22 @@ class RedisMonitor:
                 self.run_once()
                 self.backoff.reset()
             except BusError as exc:
-                self.logger.warning("bus unavailable, answers kept for retry: %s", exc,
-                                    extra={"error": str(exc)})
+                self._outage_log()("bus unavailable, answers kept for retry: %s", exc,
+                                   extra={"error": str(exc)})
                 self.backoff.wait()
             except Exception as exc:
                 if not is_redis_outage(exc):
                     raise
-                self.logger.warning("Redis unreachable, retrying in %.1fs: %s",
-                                    self.backoff.next_delay_s(), exc, extra={"error": str(exc)})
+                self._outage_log()("Redis unreachable, retrying in %.1fs: %s",
+                                   self.backoff.next_delay_s(), exc, extra={"error": str(exc)})
                 self.backoff.wait()
             for chore in self.chores:
                 chore()
+
+    def _outage_log(self) -> Callable[..., None]:
+        """WARNING for the first failure of an outage, DEBUG for its repeats (one line per
+        outage, not one per retry); the backoff counts the failures in a row."""
+        return self.logger.warning if self.backoff.failures == 0 else self.logger.debug
 
     def run_once(self) -> PassReport:
         """One pass (see the module docstring)."""

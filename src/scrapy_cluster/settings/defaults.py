@@ -49,6 +49,15 @@ _declare("Core", "HEARTBEAT_TIMEOUT", 120,
          "(`stats:<component>:self:...`).")
 _declare("Core", "SC_DATA_DIR", "./.scrapy-cluster",
          "Directory for the embedded Redis server's data (`scrapy-cluster up`).")
+_declare("Core", "UP_PROGRESS_INTERVAL_S", 5,
+         "Seconds between the progress lines `scrapy-cluster up` prints (pages, pages/s, "
+         "backlog, errors, crawlers running; four Redis round trips each); 0 prints none.",
+         ("up",))
+_declare("Core", "UP_LOG_MAX_BYTES", 50 * 1024 * 1024,
+         "Size in bytes at which `scrapy-cluster up` rolls a component's log file "
+         "(`SC_DATA_DIR/logs/<name>.log`) to `.1`; 0 never rolls.", ("up",))
+_declare("Core", "UP_LOG_BACKUPS", 3,
+         "Rolled component log files `scrapy-cluster up` keeps per component.", ("up",))
 _declare("Core", "RETRY_FAILURES", True,
          "Retry a Redis Monitor action that failed unexpectedly.", (RM,))
 _declare("Core", "RETRY_FAILURES_MAX", 3,
@@ -75,6 +84,10 @@ _declare("Bus", "BUS_BACKEND", "kafka",
          "deployments and the embedded `up` mode).")
 _declare("Bus", "BUS_MAX_MESSAGE_BYTES", 10 * 1024 * 1024,
          "Largest encoded message the bus accepts; bigger ones are refused at produce time.")
+_declare("Bus", "BUS_MAX_DELIVERIES", 5,
+         "Times a consumer group is handed a message that is never acknowledged (its "
+         "consumer keeps dying on it) before the message goes to the dead-letter topic "
+         "`<topic>.dead_letter`; 0 never dead-letters (redelivered forever).")
 _declare("Bus", "REDIS_STREAM_MAXLEN", 100_000,
          "Approximate MAXLEN each Redis stream is trimmed to on XADD (Redis Streams bus).")
 _declare("Bus", "REDIS_STREAM_CLAIM_IDLE_MS", 60_000,
@@ -253,6 +266,13 @@ _declare("Scheduler", "LEASE_TIMEOUT", 600,
          "returns it to the queue.", (CR, RM))
 _declare("Scheduler", "DUPEFILTER_TIMEOUT", 600,
          "Seconds a crawl's duplicate filter lives after its last use.", (CR, KM))
+_declare("Scheduler", "CRAWL_STATE_TTL", 86400,
+         "Seconds a crawl's keys (state, URL funnel; its duplicate filter at most this) live "
+         "once it ended (complete, stopped or expired); a new request revives it.",
+         (CR, KM, RM))
+_declare("Scheduler", "CRAWL_COMPLETE_GRACE_S", 3.0,
+         "Seconds a crawl must have had nothing queued and nothing in flight before the Redis "
+         "Monitor declares it complete (the `complete` notice on the outbound topics).", (RM,))
 _declare("Scheduler", "FRONTIER_RECHECK_S", 30,
          "Seconds before a pop looks again at a paused (limit 0) or blacklisted domain. "
          "Changes made through the domain config apply on the next pop regardless.",
@@ -283,6 +303,14 @@ _declare("Throttle", "THROTTLE_LATE_SEND_MS", 20,
 # --- Crawler ------------------------------------------------------------
 _declare("Crawler", "CRAWLER_ALLOW_PRIVATE_NETWORKS", False,
          "Allow URLs on loopback/private/link-local/metadata addresses (SSRF guard off).", (CR,))
+_declare("Crawler", "CRAWLER_ALLOWED_PRIVATE_NETWORKS", [],
+         "Internal networks the SSRF guard lets through, as CIDR strings (e.g. "
+         "`[\"10.1.2.0/24\"]` for an intranet site); every other internal address, and cloud "
+         "metadata addresses always, stay refused.", (CR,))
+_declare("Crawler", "CRAWLER_MAX_LINKS_PER_PAGE", 1000,
+         "Most distinct links read from one page (into its item and towards the frontier); "
+         "the rest are counted in the item's `links_dropped` and the crawl's funnel "
+         "(`filtered:max_links`). 0 = no limit.", (CR,))
 _declare("Crawler", "CRAWLER_SPIDER", "link",
          "Spider `scrapy-cluster crawler` runs: `link`, `wandering` or `package.module:Class`.",
          (CR,))
@@ -315,7 +343,8 @@ _declare("Circuit breaker", "CIRCUIT_BREAKER_HALT_AFTER", 50,
          "(alert on the outbound topic); at most CRAWLER_STATUS_LAST_N.", (RM,))
 _declare("Circuit breaker", "CIRCUIT_BREAKER_ERROR_STATUSES", [0, 403, 429, "5xx"],
          "Statuses counted as errors: a code (`0` is no response: a connection failure or "
-         "timeout), a class (`\"5xx\"`) or an inclusive range (`\"520-599\"`).", (RM,))
+         "timeout), a class (`\"5xx\"`) or an inclusive range (`\"520-599\"`). Crawlers "
+         "record the last such error per domain.", (CR, RM))
 _declare("Circuit breaker", "RETRY_AFTER_MAX_S", 3600,
          "Longest pause a `Retry-After` header (seconds or HTTP date) on a 429 or 503 response "
          "imposes on its domain, cluster-wide; 0 ignores the header.", (CR,))
@@ -329,8 +358,47 @@ _declare("Rest", "WAIT_FOR_RESPONSE_TIME", 5,
          "Seconds the Rest service waits for an answer before returning a poll id.", (REST,))
 _declare("Rest", "SCHEMA_DIR", "schemas/", "Directory of extra JSON Schemas for the Rest service.",
          (REST,))
+_declare("Rest", "REST_HOST", "0.0.0.0",
+         "Address the Rest service listens on (`0.0.0.0`: every interface, as the original; "
+         "set `127.0.0.1` to keep it on the machine, or set REST_API_KEYS).", (REST,))
+_declare("Rest", "REST_API_KEYS", [],
+         "API keys the Rest service accepts (header `X-API-Key`, `Authorization: Bearer`, or "
+         "the dashboard's login cookie). Empty: no key needed. When set, every endpoint but "
+         "`/` needs one.", (REST,))
+_declare("Rest", "REST_MAX_BODY_BYTES", 1024 * 1024,
+         "Largest request body the Rest service reads; larger ones get a 413 answer.", (REST,))
+_declare("Rest", "REST_POLL_TTL", 600,
+         "Seconds an answer nobody was waiting for stays at `rest:poll:<uuid>` for `/poll`.",
+         (REST,))
+_declare("Rest", "DASHBOARD_REFRESH_S", 2.0,
+         "Seconds between the dashboard's (`/ui`) snapshots of the cluster: one snapshot per "
+         "interval per Rest process, shared by every viewer, pushed over server-sent events.",
+         (REST,))
+_declare("Rest", "REST_HEALTH_INTERVAL_S", 2.0,
+         "Seconds between the Rest service's checks of Redis and the bus (what `/` reports) "
+         "and its heartbeat writes.", (REST,))
+_declare("Rest", "METRICS_TOP_DOMAINS", 20,
+         "Domains per spider with their own backlog series in `/metrics` (the largest "
+         "backlogs); the others are only counted in the spider's total. Bounds the series "
+         "Prometheus stores.", (REST,))
+
+# --- Migration (scrapy-cluster migrate) ------------------------------------
+_declare("Migration", "MIGRATE_BATCH_SIZE", 500,
+         "Original queue members `scrapy-cluster migrate` imports per transaction (one "
+         "enqueue and one journal update each; a killed run resumes after the last one).",
+         ("migrate",))
+_declare("Migration", "MIGRATE_BATCH_PAUSE_S", 0.0,
+         "Seconds `scrapy-cluster migrate` pauses after each batch, to go easy on a Redis "
+         "that serves traffic during the import.", ("migrate",))
 
 DEFAULTS: dict[str, Any] = {spec.name: spec.default for spec in SPECS}
+
+KAFKA_MONITOR_PLUGINS: dict[str, int] = {
+    "scrapy_cluster.kafka_monitor.plugins.ScraperHandler": 100,
+    "scrapy_cluster.kafka_monitor.plugins.ActionHandler": 200,
+    "scrapy_cluster.kafka_monitor.plugins.StatsHandler": 300,
+    "scrapy_cluster.kafka_monitor.plugins.ZookeeperHandler": 400,
+}
 
 COMPONENT_DEFAULTS: dict[str, dict[str, Any]] = {
     KM: {
@@ -338,12 +406,7 @@ COMPONENT_DEFAULTS: dict[str, dict[str, Any]] = {
         "KAFKA_FEED_TIMEOUT": 5,
         "LOGGER_NAME": "kafka-monitor",
         "LOG_FILE": "kafka_monitor.log",
-        "PLUGINS": {
-            "scrapy_cluster.kafka_monitor.plugins.ScraperHandler": 100,
-            "scrapy_cluster.kafka_monitor.plugins.ActionHandler": 200,
-            "scrapy_cluster.kafka_monitor.plugins.StatsHandler": 300,
-            "scrapy_cluster.kafka_monitor.plugins.ZookeeperHandler": 400,
-        },
+        "PLUGINS": dict(KAFKA_MONITOR_PLUGINS),
     },
     RM: {
         "LOGGER_NAME": "redis-monitor",
@@ -355,10 +418,13 @@ COMPONENT_DEFAULTS: dict[str, dict[str, Any]] = {
             "scrapy_cluster.redis_monitor.plugins.StatsMonitor": 400,
             "scrapy_cluster.redis_monitor.plugins.ZookeeperMonitor": 500,
             "scrapy_cluster.redis_monitor.plugins.CircuitBreakerMonitor": 600,
+            "scrapy_cluster.redis_monitor.plugins.CompleteMonitor": 700,
         },
     },
     REST: {
         "KAFKA_CONSUMER_AUTO_OFFSET_RESET": "latest",
+        # /feed validates with the Kafka Monitor's plugins' schemas (same ranks, same files).
+        "PLUGINS": dict(KAFKA_MONITOR_PLUGINS),
         "LOGGER_NAME": "rest-service",
         "LOG_FILE": "rest_service.log",
     },

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 MASK = "****"
-_SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|PASSWD|CREDENTIAL|API_KEY", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|PASSWD|CREDENTIAL|API_KEY|KEY\.PEM",
+                          re.IGNORECASE)
 _URL_WITH_PASSWORD = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@]*:[^/@]*@", re.IGNORECASE)
+_URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 
 
 def is_secret_name(name: str) -> bool:
@@ -16,14 +18,26 @@ def is_secret_name(name: str) -> bool:
 
 
 def mask_url(url: str) -> str:
-    """``redis://user:pw@host:1/0`` -> ``redis://user:****@host:1/0``."""
-    if not _URL_WITH_PASSWORD.match(url):
+    """``redis://user:pw@host:1/0`` -> ``redis://user:****@host:1/0``; a secret query
+    parameter (``unix:///r.sock?password=pw``) is masked too. The rest is kept as written."""
+    if not _URL.match(url):
         return url
     parts = urlsplit(url)
-    user = parts.username or ""
-    host = parts.hostname or ""
-    netloc = f"{user}:{MASK}@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    masked = url
+    if _URL_WITH_PASSWORD.match(url):
+        user = parts.username or ""
+        host = parts.hostname or ""
+        netloc = f"{user}:{MASK}@{host}" + (f":{parts.port}" if parts.port else "")
+        masked = masked.replace(f"//{parts.netloc}", f"//{netloc}", 1)
+    if parts.query:
+        query = "&".join(_mask_parameter(pair) for pair in parts.query.split("&"))
+        masked = masked.replace(f"?{parts.query}", f"?{query}", 1)
+    return masked
+
+
+def _mask_parameter(pair: str) -> str:
+    name, equals, _ = pair.partition("=")
+    return f"{name}={MASK}" if equals and is_secret_name(name) else pair
 
 
 def mask_secrets(name: str, value: Any) -> Any:

@@ -8,7 +8,9 @@ Keys (seed shapes, built in ``keys.py``):
 - ``<key_prefix>:_names`` — SET of the names incremented, so readers can list
   them without scanning the keyspace;
 - ``stats:<component>:self:<machine>:<id>`` — heartbeat STRING (epoch s), TTL
-  ``HEARTBEAT_TIMEOUT``.
+  ``HEARTBEAT_TIMEOUT``;
+- ``stats:<component>:info:<machine>:<id>`` — the node's description (JSON, see
+  ``stats.node``), written with the heartbeat when the caller gives one, same TTL.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import orjson
 import redis
 
 from scrapy_cluster import keys
@@ -140,20 +143,26 @@ class WindowedStats:
         members = self.redis.smembers(keys.stats_names_index(self.key_prefix))
         return sorted(member.decode() if isinstance(member, bytes) else str(member) for member in members)
 
-    def heartbeat(self, machine: str, *parts: str, ttl_s: float | None = None, pipe: Any = None) -> str:
+    def heartbeat(self, machine: str, *parts: str, ttl_s: float | None = None, pipe: Any = None,
+                  info: Mapping[str, Any] | None = None) -> str:
         """Write ``stats:<component>:self:<machine>:<parts...>`` = now (epoch s) with a TTL.
 
         ``ttl_s`` defaults to ``HEARTBEAT_TIMEOUT``. The node is also scored in
         ``stats:<component>:self`` (``keys.heartbeat_index``) so readers list nodes
-        without scanning. Returns the key. Round trips: 0 with ``pipe``, else 1.
+        without scanning. ``info`` (e.g. ``stats.node.NodeInfo().snapshot()``) is written as
+        JSON to ``keys.node_info(component, member)`` with the same TTL. Returns the key.
+        Round trips: 0 with ``pipe``, else 1 (info included).
         """
         component = self.key_prefix.removeprefix(_PREFIX_HEAD).split(":", 1)[0]
         key = keys.heartbeat(component, machine, *parts)
-        ttl = ttl_s if ttl_s is not None else self.heartbeat_ttl_s
+        ttl = max(1, math.ceil(ttl_s if ttl_s is not None else self.heartbeat_ttl_s))
+        member = ":".join([machine, *parts])
         now = self.clock()
         target = pipe if pipe is not None else self.redis.pipeline(transaction=False)
-        target.set(key, now, ex=max(1, math.ceil(ttl)))
-        target.zadd(keys.heartbeat_index(component), {":".join([machine, *parts]): now})
+        target.set(key, now, ex=ttl)
+        target.zadd(keys.heartbeat_index(component), {member: now})
+        if info is not None:
+            target.set(keys.node_info(component, member), orjson.dumps(dict(info)), ex=ttl)
         if pipe is None:
             target.execute()
         return key

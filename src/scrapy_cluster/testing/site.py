@@ -17,6 +17,10 @@ Edge cases live under ``/special/`` and are reachable only from ``/special/index
 ``/special/slow.html``      answers after ``slow_page_s``
 ==========================  ===================================================
 
+Hostile pages (a gzip bomb, an endless response, 100,000 links, redirect loops and redirects
+to internal addresses, broken encodings, 50 MB bodies) live under ``/hostile/``, linked from
+nowhere, sized by ``SiteConfig.hostile``; see ``testing/hostile.py``. They are streamed.
+
 A host named in ``SiteConfig.host_status`` answers that status for every page (robots.txt
 excepted, so crawlers still request pages), with a ``Retry-After`` header when
 ``SiteConfig.host_retry_after_s`` names it too: a site that fails, or that rate-limits.
@@ -36,6 +40,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from random import Random
 from urllib.parse import urlsplit
+
+from scrapy_cluster.testing.hostile import HostileSizes, Streamed, render_hostile
 
 SPECIAL_PATHS = ("/private/secret.html", "/special/missing.html", "/special/error500.html",
                  "/special/latin1.html", "/special/huge.html", "/special/doc.pdf",
@@ -67,6 +73,8 @@ class SiteConfig:
     (``pages_per_host``, ``links_per_page``, ``cross_host_every`` and ``seed`` then unused).
     Links keep their order on the page; a page only named as a link has none. Every page's
     host must be one of ``hosts``."""
+    hostile: HostileSizes = HostileSizes()
+    """Sizes of the ``/hostile/`` pages (``testing/hostile.py``)."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +182,12 @@ class GeneratedSite:
             return Page(200, "text/html; charset=utf-8", self._html(path, self._links[url]))
         return self._render_special(host, path)
 
+    def render_streamed(self, host: str, path: str) -> Streamed | None:
+        """The streamed answer for a ``/hostile/`` path on ``host``; None for any other path."""
+        if not path.startswith("/hostile/"):
+            return None
+        return render_hostile(self.config.hostile, self.url(host, ""), path)
+
     def _fixed_status(self, host: str) -> Page:
         status = self._host_status[host]
         retry_after = self._retry_after_s.get(host)
@@ -245,6 +259,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
             return
         self.server.owner.record(self.server.host, path)
+        streamed = self.server.owner.site.render_streamed(self.server.host, path)
+        if streamed is not None:
+            self._send_streamed(streamed)
+            return
         page = self.server.owner.site.render(self.server.host, path)
         self.send_response(page.status)
         self.send_header("Content-Type", page.content_type)
@@ -253,6 +271,28 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(page.body)
+
+    def _send_streamed(self, page: Streamed) -> None:
+        """Send ``page`` chunk by chunk (chunked when it has no length) until it ends, the
+        client goes away or the server stops."""
+        chunked = page.length is None
+        try:
+            self.send_response(page.status)
+            self.send_header("Content-Type", page.content_type)
+            self.send_header(*(("Transfer-Encoding", "chunked") if chunked
+                               else ("Content-Length", str(page.length))))
+            for name, value in page.headers:
+                self.send_header(name, value)
+            self.end_headers()
+            for chunk in page.chunks:
+                if self.server.owner.stopping.is_set():
+                    self.close_connection = True
+                    return
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client hung up (a cancelled download): nothing more to send
+            self.close_connection = True
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         return
@@ -282,6 +322,8 @@ class SiteServer:
         self.arrivals_s: dict[str, list[float]] = defaultdict(list)
         self._lock = threading.Lock()
         self._servers: list[_HostServer] = []
+        self.stopping = threading.Event()
+        """Set by ``stop``: streamed answers (``/hostile/``) end at their next chunk."""
 
     def record(self, host: str, path: str) -> None:
         arrived_s = time.monotonic()
@@ -300,6 +342,7 @@ class SiteServer:
             return {host: list(times) for host, times in self.arrivals_s.items()}
 
     def start(self) -> SiteServer:
+        self.stopping.clear()
         for host in self.site.config.hosts:
             server = _HostServer(host, self.site.port, self)
             threading.Thread(target=server.serve_forever, name=f"site-{host}", daemon=True).start()
@@ -307,6 +350,7 @@ class SiteServer:
         return self
 
     def stop(self) -> None:
+        self.stopping.set()
         for server in self._servers:
             server.shutdown()
             server.server_close()

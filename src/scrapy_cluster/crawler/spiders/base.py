@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 from scrapy import Spider
@@ -23,8 +23,11 @@ from twisted.python.failure import Failure
 from scrapy_cluster.crawler import items
 from scrapy_cluster.crawler import meta as crawl_meta
 from scrapy_cluster.crawler.config import cluster_settings
+from scrapy_cluster.crawler.funnel import funnel_for, refusal_reason
+from scrapy_cluster.crawler.links import PageLinks, page_links
 from scrapy_cluster.crawler.middlewares import RequeuedForRetry, cluster_scheduler
 from scrapy_cluster.crawler.serialization import headers_to_dict
+from scrapy_cluster.log import request_fields
 
 
 class ClusterSpider(Spider):
@@ -32,6 +35,7 @@ class ClusterSpider(Spider):
 
     _logger: logging.Logger
     base64_bodies: bool = False
+    max_links_per_page: int = 0
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> ClusterSpider:
@@ -41,6 +45,7 @@ class ClusterSpider(Spider):
         settings = cluster_settings(crawler)
         spider._logger = configure_logging(settings, prefix="SC_")
         spider.base64_bodies = bool(settings["KAFKA_BASE_64_ENCODE"])
+        spider.max_links_per_page = int(settings["CRAWLER_MAX_LINKS_PER_PAGE"])
         return spider
 
     async def start(self) -> AsyncIterator[Any]:
@@ -58,20 +63,29 @@ class ClusterSpider(Spider):
     def _increment_status_code_stat(self, response: Response) -> None:
         """Kept for spiders written for the original API; ResponseStatsMiddleware counts now."""
 
-    def page_item(self, response: Response, links: Sequence[Link]) -> dict[str, Any]:
+    def read_links(self, response: Response) -> PageLinks:
+        """The page's links, at most ``CRAWLER_MAX_LINKS_PER_PAGE`` (``links.page_links``)."""
+        return page_links(response, max_links=self.max_links_per_page)
+
+    def page_item(self, response: Response, links: Sequence[Link], *,
+                  links_dropped: int = 0) -> dict[str, Any]:
         """The result item for ``response`` (see ``items.response_item``)."""
         return items.response_item(response, links, now_s=self.now_s(),
-                                   base64_body=self.base64_bodies)
+                                   base64_body=self.base64_bodies, links_dropped=links_dropped)
 
     def enqueue_links(self, response: Response, links: Sequence[Link], *,
-                      spiderid: str | None = None) -> int:
+                      spiderid: str | None = None, filtered: Mapping[str, int] | None = None) -> int:
         """Queue ``links`` as children of ``response`` (priority -10, depth +1): ONE round trip.
 
-        ``spiderid`` hands them to another spider. Returns how many were new to the crawl.
+        ``spiderid`` hands them to another spider. ``filtered``: links of the page the crawl's
+        rules dropped, per reason (``links.select_links``), counted in the crawl's URL funnel
+        (no I/O). Returns how many were new to the crawl.
         """
+        base = crawl_meta.inherit(response.meta, {"spiderid": spiderid} if spiderid else {})
+        if filtered:
+            funnel_for(self.crawler).add_filtered(base, filtered)
         if not links:
             return 0
-        base = crawl_meta.inherit(response.meta, {"spiderid": spiderid} if spiderid else {})
         base["priority"] = crawl_meta.child_priority(response.meta)
         requests = [{**base, "url": link.url} for link in links]
         scheduler = cluster_scheduler(self.crawler)
@@ -84,13 +98,19 @@ class ClusterSpider(Spider):
         if failure.check(RequeuedForRetry):
             return
         request = failure.request  # type: ignore[attr-defined]
-        self._logger.info("request failed", extra={"url": request.url,
+        self._logger.info("request failed", extra={**request_fields([request.meta]),
+                                                   "url": request.url,
                                                    "error": repr(failure.value)})
+        if refusal_reason(failure.value) is None:  # robots/ssrf are counted as filtered
+            funnel_for(self.crawler).add(request.meta, "dropped")
         scheduler = cluster_scheduler(self.crawler)
         try:
             if scheduler is not None:
                 scheduler.item_started(request)
-            yield items.error_item(request, failure.value, now_s=self.now_s())
+            maxsize = int(request.meta.get("download_maxsize")
+                          or self.crawler.settings.getint("DOWNLOAD_MAXSIZE"))
+            yield items.error_item(request, failure.value, now_s=self.now_s(),
+                                   download_maxsize=maxsize)
         finally:
             if scheduler is not None:
                 scheduler.outputs_done(request)

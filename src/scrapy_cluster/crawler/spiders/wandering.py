@@ -9,7 +9,7 @@ from typing import Any
 from scrapy import Request
 from scrapy.http import Response
 
-from scrapy_cluster.crawler.links import crawl_expired, extract_links, rules_for
+from scrapy_cluster.crawler.links import crawl_expired, rules_for
 from scrapy_cluster.crawler.spiders.base import ClusterSpider
 
 
@@ -21,8 +21,9 @@ class WanderingSpider(ClusterSpider):
 
     def parse(self, response: Response) -> Iterator[Any]:
         step = int(response.meta.get("step") or 0)
-        links = extract_links(response)
-        item = self.page_item(response, links)
+        found = self.read_links(response)
+        links = found.links
+        item = self.page_item(response, links, links_dropped=found.dropped)
         item["attrs"] = {**(item.get("attrs") or {}), "step": step}
         rules = rules_for(response.meta)
         candidates = [] if crawl_expired(response.meta, self.now_s()) else \

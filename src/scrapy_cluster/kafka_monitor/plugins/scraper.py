@@ -9,6 +9,7 @@ from typing import Any
 from scrapy_cluster.errors import NotConfigured
 from scrapy_cluster.kafka_monitor.jobs import JobWriter
 from scrapy_cluster.kafka_monitor.plugins.base import CrawlFrontier, Failures, PipelinedHandler
+from scrapy_cluster.log import request_fields
 
 
 class ScraperHandler(PipelinedHandler):
@@ -50,5 +51,5 @@ class ScraperHandler(PipelinedHandler):
         self.logger.info("Added crawl to Redis", extra={
             "plugin": self.name, "requests": len(requests), "queued": result.queued,
             "duplicates": result.duplicates, "blacklisted": result.blacklisted,
-            "invalid": len(failures)})
+            "invalid": len(failures), **request_fields(requests)})
         return failures

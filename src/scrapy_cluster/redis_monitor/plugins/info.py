@@ -1,8 +1,12 @@
 """``InfoMonitor``: answers ``info`` actions from the frontier's count indexes.
 
 Round trips per job: for one crawl 1 for the counts (``frontier_info.lua`` reads only the
-crawl's count hash, never a queued item) and 1 for its expiry; for an app 2 for the counts
-(``Frontier.app_counts``: plain HGETALLs, so a large app never blocks Redis) and 1 MGET.
+crawl's count hash, never a queued item), 1 for its expiry and 1 for its URL funnel and
+status; for an app 2 for the counts (``Frontier.app_counts``: plain HGETALLs, so a large app
+never blocks Redis), 1 MGET and 1 for the funnels and statuses of all its crawls
+(``Frontier.crawl_funnels_and_statuses``). Every crawl in an answer carries ``funnel`` (see
+docs/api.md, "URL funnel") and ``status``: ``running``, ``complete``, ``stopped``, ``expired``,
+or ``unknown`` (no record: never seen, or forgotten CRAWL_STATE_TTL after it ended).
 """
 
 from __future__ import annotations
@@ -13,6 +17,14 @@ from scrapy_cluster import keys
 from scrapy_cluster.frontier import CrawlInfo
 from scrapy_cluster.redis_monitor.jobs import Job
 from scrapy_cluster.redis_monitor.plugins.base import BaseMonitor
+
+
+def crawl_status(status: str | None, has_work: bool) -> str:
+    """The ``status`` of an info answer; a crawl with work but no state (queued by a version
+    without crawl states) is running."""
+    if status is not None:
+        return status
+    return "running" if has_work else "unknown"
 
 
 def domains_answer(info: CrawlInfo) -> dict[str, dict[str, int]]:
@@ -41,16 +53,22 @@ class InfoMonitor(BaseMonitor):
                            "total_domains": info.total_domains, "domains": domains_answer(info)})
             if expires is not None:
                 answer["expires"] = expires.decode()
+            funnels, statuses = self.frontier.crawl_funnels_and_statuses(spiderid, [str(crawlid)])
+            answer["status"] = crawl_status(statuses[str(crawlid)],
+                                            bool(info.total_pending or info.in_flight))
+            answer["funnel"] = funnels[str(crawlid)].as_dict()
         else:
             answer.update(self._app_answer(spiderid, appid))
         self.send(answer)
         self.logger.info("Sent info to bus", extra={"key": job.key, "uuid": request["uuid"]})
 
     def _app_answer(self, spiderid: str, appid: str) -> dict[str, Any]:
-        """From ``Frontier.app_counts`` (two round trips) and one MGET of the expiries."""
+        """From ``Frontier.app_counts`` (two round trips), one MGET of the expiries and one
+        read of the funnels."""
         crawls = self.frontier.app_counts(spiderid, appid)
         expiries: Any = self.redis.mget([keys.crawl_timeout(spiderid, appid, crawlid)
                                          for crawlid in crawls]) if crawls else []
+        funnels, statuses = self.frontier.crawl_funnels_and_statuses(spiderid, list(crawls))
         per_crawl: dict[str, Any] = {}
         every_domain: set[str] = set()
         for (crawlid, counts), expires in zip(crawls.items(), expiries, strict=True):
@@ -60,6 +78,8 @@ class InfoMonitor(BaseMonitor):
                 "distinct_domains": len(counts.domains), "total": counts.total}
             if expires is not None:
                 entry["expires"] = expires.decode()
+            entry["status"] = crawl_status(statuses[crawlid], True)
+            entry["funnel"] = funnels[crawlid].as_dict()
             per_crawl[crawlid] = entry
             every_domain.update(counts.domains)
         return {"total_pending": sum(entry["total"] for entry in per_crawl.values()),

@@ -3,7 +3,10 @@
 Both go through ``frontier.purge_detail``: the crawl id joins ``<spiderid>:blacklist`` first, so
 no crawler enqueues links of a page it is still fetching and no lease of the crawl is handed
 back; then its queued requests and leases are removed in chunks of FRONTIER_PURGE_CHUNK (one
-round trip each, so Redis never stalls), and its timeout is deleted.
+round trip each, so Redis never stalls), and its timeout is deleted. The crawl's status becomes
+``stopped`` or ``expired`` unless it had already ended: the first end wins, so a crawl that
+completed gets no ``expired`` notice (a ``stop`` request is still answered), and a stopped or
+expired crawl never completes (docs/api.md, "Crawl complete").
 """
 
 from __future__ import annotations
@@ -19,19 +22,27 @@ EXPIRE_BATCH = 50
 
 
 class _Purging(BaseMonitor):
+    reason = "stopped"
+
     def purge(self, spiderid: str, appid: str, crawlid: str | None) -> int:
         """Purge and forget the timeouts; returns the queued requests removed."""
+        return self.purge_crawls(spiderid, appid, crawlid)[0]
+
+    def purge_crawls(self, spiderid: str, appid: str,
+                     crawlid: str | None) -> tuple[int, str | None]:
+        """``purge``, plus the status the (last) crawl had before (None without state)."""
         crawlids = [crawlid] if crawlid else self.frontier.crawl_info(spiderid, appid).crawlids
-        removed = 0
+        removed, prior = 0, None
         for crawl in crawlids:
-            removed += self.frontier.purge_detail(spiderid, appid, crawl).queued
+            result = self.frontier.purge_detail(spiderid, appid, crawl, reason=self.reason)
+            removed, prior = removed + result.queued, result.prior_status
         if crawlids:
             timeouts = [keys.crawl_timeout(spiderid, appid, crawl) for crawl in crawlids]
             pipe = self.redis.pipeline(transaction=True)
             pipe.delete(*timeouts)
             pipe.zrem(keys.crawl_timeouts(), *timeouts)
             pipe.execute()
-        return removed
+        return removed, prior
 
 
 class StopMonitor(_Purging):
@@ -67,6 +78,7 @@ class ExpireMonitor(_Purging):
     """
 
     tick_interval_s = 0.5
+    reason = "expired"
 
     def setup(self, settings: Any) -> None:
         self.hold_s = max(1, int(float(settings["REDIS_LOCK_EXPIRATION"])))
@@ -84,7 +96,11 @@ class ExpireMonitor(_Purging):
                 self.redis.zrem(keys.crawl_timeouts(), member)
                 continue
             spiderid, appid, crawlid = parsed
-            purged = self.purge(spiderid, appid, crawlid)
+            purged, prior = self.purge_crawls(spiderid, appid, crawlid)
+            if prior in ("complete", "stopped"):  # it ended first: no second notice
+                self.logger.info("Crawl ended before its expiry", extra={
+                    "crawlid": crawlid, "appid": appid, "status": prior})
+                continue
             self.send({"total_expired": purged, "server_time": self.server_time(),
                        "crawlid": crawlid, "spiderid": spiderid, "appid": appid,
                        "action": "expired"})

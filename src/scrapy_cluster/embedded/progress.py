@@ -1,0 +1,79 @@
+"""The progress line ``scrapy-cluster up`` prints every UP_PROGRESS_INTERVAL_S seconds.
+
+``18:02:16  progress  312 pages (41.2/s)  backlog 1,204  errors 3  crawlers 2/2``: the
+cluster's totals from ``stats.progress.ProgressReader`` (four Redis round trips per line),
+the page rate over the last ``rate_window_s`` (``up`` passes three stats flushes, 3 x
+STATS_CYCLE, and at least two lines), and how many crawler processes run of those configured.
+A line the same as the previous one is not printed again, so an idle cluster falls silent
+once its rate has decayed to 0. A Redis that does not answer gives one ``progress
+unavailable`` line, then silence until it answers again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+import redis
+
+from scrapy_cluster.errors import ScrapyClusterError
+from scrapy_cluster.stats.progress import ProgressRate, ProgressReading
+
+
+class ReadsProgress(Protocol):
+    def read(self) -> ProgressReading: ...
+
+
+class EventOutput(Protocol):
+    def event(self, verb: str, text: str, *, component: str | None = None) -> None: ...
+
+
+def progress_text(reading: ProgressReading, rate_per_s: float | None,
+                  crawlers: tuple[int, int]) -> str:
+    """``312 pages (41.2/s)  backlog 1,204  errors 3  crawlers 2/2`` (no rate: ``(-/s)``)."""
+    rate = "-" if rate_per_s is None else f"{rate_per_s:,.1f}"
+    return (f"{reading.pages:,} pages ({rate}/s)  backlog {reading.backlog:,}  "
+            f"errors {reading.errors:,}  crawlers {crawlers[0]}/{crawlers[1]}")
+
+
+class ProgressLoop:
+    """A daemon thread printing a progress line every ``interval_s`` until ``stop()``."""
+
+    def __init__(self, reader: ReadsProgress, output: EventOutput, *, interval_s: float,
+                 crawlers: Callable[[], tuple[int, int]], rate_window_s: float = 15.0) -> None:
+        self.reader = reader
+        self.output = output
+        self.interval_s = interval_s
+        self.crawlers = crawlers
+        self._rate = ProgressRate(rate_window_s)
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="up-progress", daemon=True)
+        self._failing = False
+        self._last_text = ""
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(self.interval_s + 5)
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self.interval_s):
+            self.report_once()
+
+    def report_once(self) -> None:
+        try:
+            reading = self.reader.read()
+        except (redis.RedisError, ScrapyClusterError) as exc:
+            if not self._failing:
+                self.output.event("progress", f"unavailable: {exc}")
+            self._failing = True
+            return
+        self._failing = False
+        text = progress_text(reading, self._rate.add(reading), self.crawlers())
+        if text != self._last_text:
+            self.output.event("progress", text)
+            self._last_text = text

@@ -1,0 +1,181 @@
+"""Real component processes with LOG_JSON write the fields log pipelines filter on.
+
+Every JSON line carries ``component``, ``node`` (``<hostname>:<pid>``), ``level`` and
+``event``; lines about a request also carry its ``crawlid``, ``appid`` and ``url``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from scrapy_cluster.log import configure_logging, request_fields
+from scrapy_cluster.settings import load_settings
+from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from tests.support.bus_fixtures import REDIS_TEST_CLAIM_IDLE_MS
+from tests.support.processes import Processes
+from tests.support.services import free_port
+
+PROCESS_MARKS = (pytest.mark.integration, pytest.mark.slow)
+
+
+def processes_test(test: Callable[..., None]) -> Callable[..., None]:
+    """Marks a test that runs component processes (integration, slow)."""
+    for mark in PROCESS_MARKS:
+        test = mark(test)
+    return test
+
+
+Record = dict[str, Any]
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[Processes]:
+    started = Processes(tmp_path)
+    yield started
+    started.stop_all()
+
+
+@pytest.fixture
+def env(redis_url: str, redis_client: redis.Redis) -> dict[str, str]:
+    """JSON logs, Redis Streams bus on the test Redis, topics of this test only."""
+    prefix = f"logf{uuid.uuid4().hex[:8]}"
+    return {"REDIS_URL": redis_url, "BUS_BACKEND": "redis", "KAFKA_TOPIC_PREFIX": prefix,
+            "KAFKA_INCOMING_TOPIC": f"{prefix}.incoming", "KAFKA_GROUP": prefix,
+            "REDIS_STREAM_CLAIM_IDLE_MS": str(REDIS_TEST_CLAIM_IDLE_MS),
+            "LOG_JSON": "true", "SC_LOG_JSON": "true", "LOG_LEVEL": "INFO",
+            "SC_LOG_LEVEL": "INFO", "CRAWLER_ALLOW_PRIVATE_NETWORKS": "true",
+            "PUBLIC_IP": "127.0.0.1", "PUBLIC_IP_URL": "", "REST_HOST": "127.0.0.1",
+            "FLASK_PORT": str(free_port()), "STATS_DUMP": "0"}
+
+
+@pytest.fixture
+def site() -> Iterator[SiteServer]:
+    with SiteServer(SiteConfig(hosts=("127.0.0.51",), pages_per_host=3), free_port()) as server:
+        yield server
+
+
+def json_records(processes: Processes, process: subprocess.Popen[bytes]) -> list[Record]:
+    """The JSON lines among a process's output (the crawler's stderr has Scrapy's own)."""
+    records = []
+    for line in processes.log(process).splitlines():
+        if line.startswith("{\""):  # Scrapy pretty-prints dicts with single quotes
+            records.append(json.loads(line))
+    return records
+
+
+def wait_for_record(processes: Processes, process: subprocess.Popen[bytes],
+                    matches: Callable[[Record], bool], timeout_s: float = 60) -> Record:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = [record for record in json_records(processes, process) if matches(record)]
+        if found:
+            return found[0]
+        if process.poll() is not None:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"no matching JSON line within {timeout_s}s:\n{processes.logs()}")
+
+
+def feed(env: dict[str, str], request: Record) -> None:
+    result = subprocess.run([sys.executable, "-m", "scrapy_cluster", "feed", json.dumps(request)],
+                            env={**env, "PATH": ""}, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def node_of(process: subprocess.Popen[bytes]) -> str:
+    return f"{socket.gethostname()}:{process.pid}"
+
+
+@processes_test
+def test_kafka_monitor_line_about_a_fed_crawl_names_the_request(
+        processes: Processes, env: dict[str, str]) -> None:
+    monitor = processes.start(env, "kafka-monitor", "run")
+    wait_for_record(processes, monitor, lambda r: r["message"] == "Kafka Monitor starting")
+    url = "http://127.0.0.51:1/p/0.html"
+    feed(env, {"url": url, "appid": "logapp", "crawlid": "logcrawl1"})
+    record = wait_for_record(processes, monitor, lambda r: r["event"] == "Added crawl to Redis")
+    assert {key: record[key] for key in ("component", "node", "level", "crawlid", "appid",
+                                         "url")} == {
+        "component": "kafka-monitor", "node": node_of(monitor), "level": "INFO",
+        "crawlid": "logcrawl1", "appid": "logapp", "url": url}
+
+
+@processes_test
+def test_crawler_line_about_a_refused_request_names_the_request(
+        processes: Processes, env: dict[str, str], site: SiteServer) -> None:
+    monitor = processes.start(env, "kafka-monitor", "run")
+    crawler = processes.start(env, "crawler", "--spider", "link")
+    forbidden = site.site.url("127.0.0.51", "/private/secret.html")  # robots.txt refuses it
+    feed(env, {"url": forbidden, "appid": "logapp", "crawlid": "logcrawl2", "maxdepth": 0})
+    record = wait_for_record(processes, crawler, lambda r: r["event"] == "request failed")
+    assert {key: record[key] for key in ("component", "node", "level", "crawlid", "appid",
+                                         "url")} == {
+        "component": "crawler", "node": node_of(crawler), "level": "INFO",
+        "crawlid": "logcrawl2", "appid": "logapp", "url": forbidden}
+    assert monitor.poll() is None
+
+
+@processes_test
+def test_every_component_line_carries_component_node_level_and_event(
+        processes: Processes, env: dict[str, str]) -> None:
+    started = {"kafka-monitor": processes.start(env, "kafka-monitor", "run"),
+               "redis-monitor": processes.start(env, "redis-monitor"),
+               "rest": processes.start(env, "rest")}
+    for process in started.values():
+        wait_for_record(processes, process, lambda r: "starting" in r["message"]
+                        or "listening" in r["message"])
+    processes.stop_all()
+    for component, process in started.items():
+        records = json_records(processes, process)
+        assert records, component
+        for record in records:
+            assert (record["component"], record["node"]) == (component, node_of(process))
+            assert record["level"] in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+            assert isinstance(record["event"], str) and record["event"]
+        events = [record["event"] for record in records]
+        assert "%s stopped" in events, (component, events)
+
+
+# --- units: the fields themselves ----------------------------------------------------------
+
+
+def test_request_fields_keep_what_every_request_shares() -> None:
+    one = {"url": "http://a.example/", "appid": "app", "crawlid": "c1", "spiderid": "link",
+           "maxdepth": 2}
+    other = {**one, "url": "http://b.example/"}
+    assert request_fields([one]) == {"url": "http://a.example/", "appid": "app",
+                                     "crawlid": "c1", "spiderid": "link"}
+    assert request_fields([one, other]) == {"appid": "app", "crawlid": "c1", "spiderid": "link"}
+    assert request_fields([one, {"url": "http://a.example/"}]) == {"url": "http://a.example/"}
+    assert request_fields([]) == {}
+
+
+def test_json_line_lifts_a_request_extra_and_keeps_explicit_fields(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    settings = load_settings("redis-monitor", environ={},
+                             overrides={"LOGGER_NAME": "test-log-fields", "LOG_JSON": True})
+    logger = configure_logging(settings)
+    try:
+        logger.error("plugin %s failed: %s", "scraper", "boom", extra={
+            "request": {"url": "http://a.example/", "appid": "app", "crawlid": "c1"}})
+        logger.info("tick", extra={"event": "monitoring_update", "component": "custom"})
+    finally:
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+            handler.close()
+    failed, tick = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert (failed["event"], failed["component"], failed["url"], failed["appid"],
+            failed["crawlid"]) == ("plugin %s failed: %s", "redis-monitor",
+                                   "http://a.example/", "app", "c1")
+    assert (tick["event"], tick["component"]) == ("monitoring_update", "custom")

@@ -1,0 +1,345 @@
+"""The dashboard's snapshot against a real Redis written by the real components (frontier,
+crawler response stats, heartbeats, domain config, pauses), and its HTTP endpoints served by
+the real Rest service."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import redis
+
+from scrapy_cluster import keys
+from scrapy_cluster.crawler.stats import ResponseStats
+from scrapy_cluster.frontier import Frontier
+from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
+from scrapy_cluster.frontier.model import DispatchView
+from scrapy_cluster.frontier.pause import DomainPauses
+from scrapy_cluster.kafka_monitor.jobs import JobWriter
+from scrapy_cluster.rest.dashboard import tables
+from scrapy_cluster.rest.dashboard.snapshot import SnapshotBuilder
+from scrapy_cluster.settings import load_settings
+from scrapy_cluster.stats import WindowedStats
+
+pytestmark = pytest.mark.integration
+
+HOUR_S = 3600
+
+
+def settings_for(redis_url: str, **overrides: Any) -> dict[str, Any]:
+    return dict(load_settings("rest", environ={}, settings_file=None,
+                              overrides={"REDIS_URL": redis_url, "BUS_BACKEND": "redis",
+                                         **overrides}))
+
+
+def request(url: str, crawlid: str, appid: str, **fields: Any) -> dict[str, Any]:
+    return {"url": url, "appid": appid, "crawlid": crawlid, "spiderid": "link", **fields}
+
+
+class Scene:
+    """A small cluster state written through the components' own code."""
+
+    def __init__(self, client: redis.Redis, settings: dict[str, Any]) -> None:
+        self.client, self.settings = client, settings
+        self.frontier = Frontier.from_settings(settings, client)
+        now_ms = int(time.time() * 1000)
+        # a.test: 3 queued for crawl c1 (app-one, expires), 2 of b.test for c2 (app-two)
+        self.frontier.enqueue_many(
+            [request(f"http://a.test/{i}", "c1", "app-one") for i in range(3)]
+            + [request(f"http://b.test/{i}", "c2", "app-two") for i in range(2)])
+        self.popped = self.frontier.pop(DispatchView("link"), 2)  # one of each: moderated throttle
+        # c.test was due ten seconds ago and nobody took it
+        DomainConfig(client, self.frontier).set_throttle("c.test", DomainThrottle(1, 100))
+        past = Frontier.from_settings(settings, client, clock=lambda: now_ms - 10_000)
+        past.enqueue_many([request("http://c.test/1", "c3", "app-three")])
+        pipe = client.pipeline()
+        JobWriter.from_settings(settings).queue_timeout(pipe, "link", "app-one", "c1",
+                                                        2_000_000_000)
+        pipe.execute()
+        DomainPauses(client).halt("b.test")
+        stats = ResponseStats.from_settings(settings, client, hostname="host-1", spiderid="link")
+        for status in (200, 200, 200, 504):
+            stats.record("d.test", status)
+        for status in (200, 200):
+            stats.record("a.test", status)
+        stats.flush()
+        self.crawler_member = f"host-1:link:{stats.instance_id}"
+        monitor = WindowedStats.from_settings(settings, client, key_prefix="stats:kafka-monitor")
+        monitor.heartbeat("km-host", "11-aa")
+        old = WindowedStats.from_settings(settings, client, key_prefix="stats:kafka-monitor",
+                                          clock=lambda: time.time() - 500)
+        old.heartbeat("km-host", "22-bb")
+        client.set(keys.node_info("kafka-monitor", "km-host:11-aa"),
+                   orjson.dumps({"version": "9.9", "cpu_percent": 1.5, "rss_bytes": 2048}))
+        errors = WindowedStats.from_settings(settings, client,
+                                             key_prefix=keys.crawler_error_stats())
+        errors.increment("TimeoutError", amount=3)
+        client.set(keys.crawler_domain_last_error("d.test"), orjson.dumps(
+            {"at_ms": now_ms, "status": 504, "error": None, "url": "http://d.test/x"}))
+
+
+@pytest.fixture
+def scene(redis_client: redis.Redis, redis_url: str) -> Scene:
+    return Scene(redis_client, settings_for(redis_url))
+
+
+def rows_by_domain(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {row["domain"]: row for row in rows}
+
+
+def test_domains_show_backlog_flight_rate_limit_state_and_why(scene: Scene) -> None:
+    snapshot = SnapshotBuilder(scene.client, scene.frontier, scene.settings).build()
+    rows = rows_by_domain(snapshot.domains)
+    assert [row["domain"] for row in snapshot.domains] == ["a.test", "b.test", "c.test",
+                                                           "d.test"]
+    a = rows["a.test"]
+    assert a["ready_in_ms"] > 0
+    del a["ready_in_ms"]
+    assert a == {"domain": "a.test", "backlog": 2, "spiders": {"link": 2}, "in_flight": 1,
+                 "responses": 2, "rate_rps": round(2 / 60, 4),
+                 "limit": {"hits": 10, "window_s": 60.0, "source": "default",
+                           "rate_rps": 10 / 60},
+                 "statuses": {"200": 2}, "errors": 0, "last_error": None, "state": "active",
+                 "reason": None, "paused_until_ms": None, "blacklisted": False,
+                 "bottleneck": "throttle_bound", "drain_s": 60.0}
+    b = rows["b.test"]
+    assert (b["backlog"], b["in_flight"], b["state"], b["bottleneck"], b["drain_s"]) == \
+        (1, 1, "halted", "halted", None)
+    c = rows["c.test"]
+    assert c["ready_in_ms"] <= -10_000
+    assert (c["backlog"], c["in_flight"], c["limit"], c["bottleneck"], c["drain_s"]) == \
+        (1, 0, {"hits": 100, "window_s": 1.0, "source": "override", "rate_rps": 100.0},
+         "worker_bound", None)
+    d = rows["d.test"]
+    assert (d["backlog"], d["responses"], d["statuses"], d["errors"], d["bottleneck"]) == \
+        (0, 4, {"200": 3, "504": 1}, 1, "out_of_work")
+    assert d["last_error"] == orjson.loads(scene.client.get(
+        keys.crawler_domain_last_error("d.test")))
+
+
+def test_active_crawls_carry_app_pending_expiry_and_funnel(scene: Scene) -> None:
+    snapshot = SnapshotBuilder(scene.client, scene.frontier, scene.settings).build()
+    funnels = [row.pop("funnel") for row in snapshot.crawls]
+    assert snapshot.crawls == [
+        {"spiderid": "link", "appid": "app-one", "crawlid": "c1", "pending": 2, "in_flight": 1,
+         "domains": 1, "expires_s": 2_000_000_000},
+        {"spiderid": "link", "appid": "app-two", "crawlid": "c2", "pending": 1, "in_flight": 1,
+         "domains": 1, "expires_s": None},
+        {"spiderid": "link", "appid": "app-three", "crawlid": "c3", "pending": 1,
+         "in_flight": 0, "domains": 1, "expires_s": None},
+    ]
+    assert funnels == [tables.funnel(scene.client.hgetall(keys.crawl_funnel("link", crawlid)))
+                       for crawlid in ("c1", "c2", "c3")]
+
+
+def test_a_crawl_with_everything_in_flight_is_found_through_its_leases(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    settings = settings_for(redis_url)
+    frontier = Frontier.from_settings(settings, redis_client)
+    frontier.enqueue_many([request("http://e.test/1", "c9", "app-nine")])
+    assert len(frontier.pop(DispatchView("link"), 5).requests) == 1
+    snapshot = SnapshotBuilder(redis_client, frontier, settings).build()
+    assert [(row["appid"], row["crawlid"], row["pending"], row["in_flight"])
+            for row in snapshot.crawls] == [("app-nine", "c9", 0, 1)]
+
+
+def test_nodes_alive_offline_with_info_where_known(scene: Scene) -> None:
+    builder = SnapshotBuilder(scene.client, scene.frontier, scene.settings)
+    nodes = {(row["component"], row["member"]): row for row in builder.build().overview["nodes"]}
+    assert set(nodes) == {("crawler", scene.crawler_member), ("kafka-monitor", "km-host:11-aa"),
+                          ("kafka-monitor", "km-host:22-bb")}
+    alive = nodes[("kafka-monitor", "km-host:11-aa")]
+    assert {name: alive[name] for name in ("machine", "alive", "in_index", "version", "engine",
+                                           "spiders", "cpu_percent", "rss_bytes")} == \
+        {"machine": "km-host", "alive": True, "in_index": True, "version": "9.9",
+         "engine": None, "spiders": None, "cpu_percent": 1.5, "rss_bytes": 2048}
+    assert nodes[("kafka-monitor", "km-host:22-bb")]["alive"] is False
+    assert nodes[("crawler", scene.crawler_member)]["spiders"] == ["link"]
+    scene.client.zrem(keys.heartbeat_index("kafka-monitor"), "km-host:11-aa")
+    gone = {row["member"]: row for row in builder.build().overview["nodes"]}["km-host:11-aa"]
+    assert (gone["alive"], gone["in_index"], gone["version"]) == (False, False, "9.9")
+
+
+def test_throughput_per_minute_by_status_cluster_wide_and_per_node(scene: Scene) -> None:
+    overview = SnapshotBuilder(scene.client, scene.frontier, scene.settings).build().overview
+    chart = overview["throughput"]
+    assert (chart["bucket_s"], chart["window_s"], len(chart["times_s"])) == (60.0, HOUR_S, 60)
+    assert {status: sum(series) for status, series in chart["statuses"].items()} == \
+        {"200": 5, "504": 1}
+    assert chart["statuses"]["200"][-1] + chart["statuses"]["200"][-2] == 5  # this minute
+    assert chart["per_node"] == {"host-1": chart["statuses"]}
+
+
+def test_errors_by_status_exception_and_domain(scene: Scene) -> None:
+    errors = SnapshotBuilder(scene.client, scene.frontier, scene.settings).build() \
+        .overview["errors"]
+    assert errors == {"window_s": 60.0, "exceptions_window_s": HOUR_S,
+                      "by_status": {"504": 1}, "by_exception": {"TimeoutError": 3},
+                      "by_domain": [{"domain": "d.test", "errors": 1, "responses": 4,
+                                     "statuses": {"504": 1}}]}
+
+
+def test_summary_and_configuration(scene: Scene) -> None:
+    overview = SnapshotBuilder(scene.client, scene.frontier, scene.settings).build().overview
+    assert overview["summary"] == {"backlog": 4, "in_flight": 2, "domains": 4, "crawls": 3,
+                                   "nodes_alive": 2, "nodes_offline": 1,
+                                   "rate_rps": round(6 / 60, 4), "paused": 0, "halted": 1}
+    config = overview["config"]
+    assert config["throttles"] == [{"domain": "c.test", "window": 1.0, "hits": 100,
+                                    "scale": 1.0}]
+    assert config["blacklist"] == []
+    assert config["paused"] == [{"domain": "b.test", "state": "halted", "reason": None,
+                                 "paused_until_ms": None}]
+
+
+def test_the_funnel_of_one_crawl_groups_reasons_and_statuses(scene: Scene) -> None:
+    scene.client.delete(keys.crawl_funnel("link", "c1"))
+    scene.client.hset(keys.crawl_funnel("link", "c1"), mapping={
+        "submitted": 1, "queued": 3, "filtered:offsite": 2, "filtered:robots": 1,
+        "fetched:200": 1, "fetched:404": 2, "delivered": 1})
+    builder = SnapshotBuilder(scene.client, scene.frontier, scene.settings)
+    assert builder.funnel("link", "c1") == {
+        "spiderid": "link", "crawlid": "c1", "pending": 2, "in_flight": 1, "domains": 1,
+        "funnel": {"submitted": 1, "queued": 3, "filtered": {"offsite": 2, "robots": 1},
+                   "fetched": {"200": 1, "404": 2}, "delivered": 1}}
+
+
+class CountingConnection(redis.Connection):
+    """Counts writes to the server: one per command, one per pipeline (a round trip each)."""
+
+    sent = 0
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        CountingConnection.sent += 1
+        super().send_packed_command(command, check_health)
+
+
+def test_a_build_is_four_round_trips_without_scanning(scene: Scene, redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url, connection_class=CountingConnection)
+    builder = SnapshotBuilder(client, Frontier.from_settings(scene.settings, client),
+                              scene.settings)
+    builder.build()  # loads the backlog script, learns the crawls' apps
+    before_sent, before_stats = CountingConnection.sent, _calls(scene.client)
+    builder.build()
+    used = _calls(scene.client) - before_stats
+    assert CountingConnection.sent - before_sent == 4
+    assert used.get("keys", 0) == used.get("scan", 0) == 0
+    assert used["lindex"] == 0  # apps are remembered, not read again
+
+
+def _calls(client: redis.Redis) -> Counter[str]:
+    return Counter({name.removeprefix("cmdstat_"): value["calls"]
+                    for name, value in client.info("commandstats").items()})
+
+
+# --- HTTP ------------------------------------------------------------------------------------
+
+@pytest.fixture
+def rest(redis_client: redis.Redis, redis_url: str) -> Iterator[str]:
+    from tests.support.rest import running_rest
+
+    with running_rest({"REDIS_URL": redis_url, "BUS_BACKEND": "redis",
+                       "KAFKA_TOPIC_PREFIX": "dash", "DASHBOARD_REFRESH_S": 0.5}) as runner:
+        yield runner.url
+
+
+def test_the_page_and_its_static_files_are_served(rest: str) -> None:
+    page = httpx.get(rest + "/ui")
+    assert page.status_code == 200
+    assert 'data-base="/ui"' in page.text
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    script = httpx.get(rest + "/ui/static/dashboard.js")
+    assert (script.status_code, script.headers["content-type"].split(";")[0]) == \
+        (200, "text/javascript")
+    assert httpx.get(rest + "/ui/static/uPlot.iife.min.js").status_code == 200
+    assert httpx.get(rest + "/ui/static/..%2Fsnapshot.py").status_code == 404
+
+
+def test_domains_are_paged_busiest_first(redis_client: redis.Redis, rest: str) -> None:
+    Frontier.from_settings(settings_for("redis://unused"), redis_client).enqueue_many(
+        [request(f"http://d{n}.test/{i}", "c1", "app") for n in range(3) for i in range(n + 1)])
+    first = httpx.get(rest + "/ui/api/domains", params={"page": 1, "size": 2}).json()
+    second = httpx.get(rest + "/ui/api/domains", params={"page": 2, "size": 2}).json()
+    assert first["status"] == "SUCCESS"
+    assert [(row["domain"], row["backlog"]) for row in first["data"]["rows"]] == \
+        [("d2.test", 3), ("d1.test", 2)]
+    assert [row["domain"] for row in second["data"]["rows"]] == ["d0.test"]
+    assert (first["data"]["total"], first["data"]["page"], first["data"]["size"]) == (3, 1, 2)
+    other = httpx.get(rest + "/ui/api/domains", params={"spider": "other"}).json()
+    assert other["data"]["rows"] == []
+
+
+def test_crawls_and_one_crawls_funnel(redis_client: redis.Redis, rest: str) -> None:
+    Frontier.from_settings(settings_for("redis://unused"), redis_client).enqueue_many(
+        [request("http://f.test/1", "c5", "app-five")])
+    redis_client.hset(keys.crawl_funnel("link", "c5"), mapping={"submitted": 1, "queued": 1})
+    crawls = httpx.get(rest + "/ui/api/crawls").json()["data"]
+    assert [(row["appid"], row["crawlid"], row["pending"]) for row in crawls["rows"]] == \
+        [("app-five", "c5", 1)]
+    funnel = httpx.get(rest + "/ui/api/crawl/link/c5").json()["data"]
+    assert funnel["funnel"] == {"submitted": 1, "queued": 1}
+
+
+def first_event(client: httpx.Client, url: str) -> dict[str, Any]:
+    """The first server-sent event of ``url``: its name and JSON data."""
+    with client.stream("GET", url) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        event: dict[str, str] = {}
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                event["name"] = line[7:]
+            elif line.startswith("data: "):
+                event["data"] = line[6:]
+            elif not line and "data" in event:
+                return {"name": event["name"], **orjson.loads(event["data"])}
+    raise AssertionError("the stream ended without an event")
+
+
+def test_events_push_the_overview(rest: str) -> None:
+    with httpx.Client(timeout=10) as client:
+        event = first_event(client, rest + "/ui/events")
+    assert event["name"] == "snapshot"
+    assert set(event) == {"name", "summary", "nodes", "throughput", "errors", "config",
+                          "spiders", "generated_at_ms", "refresh_s"}
+    assert event["refresh_s"] == 0.5
+
+
+def test_every_viewer_gets_the_one_snapshot_of_the_interval(redis_client: redis.Redis,
+                                                            redis_url: str) -> None:
+    from tests.support.rest import running_rest
+
+    with running_rest({"REDIS_URL": redis_url, "BUS_BACKEND": "redis",
+                       "KAFKA_TOPIC_PREFIX": "dash", "DASHBOARD_REFRESH_S": 300}) as runner:
+        Frontier.from_settings(settings_for(redis_url), redis_client).backlog()  # loads it
+        before = _calls(redis_client)
+        with httpx.Client(timeout=10) as one, httpx.Client(timeout=10) as two:
+            first = first_event(one, runner.url + "/ui/events")
+            second = first_event(two, runner.url + "/ui/events")
+            page = one.get(runner.url + "/ui/api/domains").json()["data"]
+        builds = (_calls(redis_client) - before)["evalsha"]  # the backlog script, once a build
+    assert first["generated_at_ms"] == second["generated_at_ms"] == page["generated_at_ms"]
+    assert builds == 1
+
+
+def test_login_sets_the_key_cookie_and_a_wrong_key_is_refused(redis_url: str) -> None:
+    from tests.support.rest import running_rest
+
+    with running_rest({"REDIS_URL": redis_url, "BUS_BACKEND": "redis",
+                       "KAFKA_TOPIC_PREFIX": "dash", "REST_API_KEYS": ["s3cret"]}) as runner:
+        with httpx.Client(base_url=runner.url) as client:
+            assert client.get("/ui").status_code == 401
+            form = client.get("/ui/login")
+            assert form.status_code == 200 and 'name="key"' in form.text
+            wrong = client.post("/ui/login", data={"key": "nope"})
+            assert wrong.status_code == 401 and "not valid" in wrong.text
+            right = client.post("/ui/login", data={"key": "s3cret"})
+            assert (right.status_code, right.headers["location"]) == (303, "/ui")
+            cookie = right.headers["set-cookie"]
+            assert "sc_api_key=s3cret" in cookie and "HttpOnly" in cookie
+            assert "SameSite=strict" in cookie and "Path=/" in cookie
+            assert client.get("/ui").status_code == 200
