@@ -10,6 +10,10 @@ The acknowledgement also carries the crawler's URL funnel counts (``funnel``), w
 same script call. The rule every engine must keep (completion detection relies on it): a
 page's lease is finished only after the enqueue of its links has returned and every count of
 the page was made; it is acknowledged together with those counts.
+
+A page whose links could not be queued (Redis unreachable) is *given back* instead: its lease
+is released at the next flush, never acknowledged, so the page is crawled again and nothing
+it found is lost. A release that fails is tried again at the following flush.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class LeaseBook:
         self._logger = logger
         self._held: dict[str, Mapping[str, Any]] = {}
         self._finished: list[str] = []
+        self._given_back: list[str] = []
         self._open_items: dict[str, int] = {}
         self._closed: set[str] = set()
         self.before_ack = before_ack
@@ -83,14 +88,31 @@ class LeaseBook:
         if lease_id is not None and self._held.pop(lease_id, None) is not None:
             self._finished.append(lease_id)
 
+    def give_back(self, lease_id: str | None) -> bool:
+        """The page cannot finish (its links could not be queued): release its lease at the
+        next flush instead of acknowledging it. False when the lease is not held."""
+        if lease_id is None or self._held.pop(lease_id, None) is None:
+            return False
+        self._open_items.pop(lease_id, None)
+        self._closed.discard(lease_id)
+        self._given_back.append(lease_id)
+        return True
+
     @property
     def held_count(self) -> int:
         return len(self._held)
 
     def flush(self) -> int:
-        """Acknowledge finished leases with the funnel counts made so far: ONE round trip (plus
-        the ``before_ack`` hook). Returns acked. Counts that could not be written are kept for
-        the next flush."""
+        """Release given-back leases (ONE round trip, only when there are any), then acknowledge
+        finished leases with the funnel counts made so far: ONE round trip (plus the
+        ``before_ack`` hook). Returns acked. Counts that could not be written are kept for the
+        next flush, and so are given-back leases whose release failed."""
+        if self._given_back:
+            batch, self._given_back = self._given_back, []
+            try:
+                self._frontier.release(batch)
+            except Exception:  # noqa: BLE001 - Redis still down: try again at the next flush
+                self._given_back = batch + self._given_back
         if not self._finished:
             return 0
         batch, self._finished = self._finished, []
@@ -114,7 +136,8 @@ class LeaseBook:
 
     def release_all(self) -> int:
         """Give every held (unfinished) lease back to the frontier: ONE round trip."""
-        held, self._held = list(self._held), {}
+        held, self._held = [*self._held, *self._given_back], {}
+        self._given_back = []
         return self._safe(self._frontier.release, held) if held else 0
 
     def _safe(self, call: Callable[[list[str]], int], lease_ids: list[str]) -> int:

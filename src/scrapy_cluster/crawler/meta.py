@@ -25,6 +25,9 @@ SCRAPY_RUNTIME_META = frozenset({
     "handle_httpstatus_all",
 })
 LEASE_META_KEY = "_sc_lease_id"
+PARENT_LEASE_META_KEY = "_sc_parent_lease_id"
+"""On a request a callback yields: the lease of the page that yielded it, given back when the
+request cannot be queued (Redis unreachable), so the page is crawled again."""
 ENQUEUED_META_KEY = "_sc_enqueued_at_s"
 """When the frontier queued the request, on this process's ``time.monotonic()`` clock (from
 the item's enqueue time and the pop's reply); absent for items queued without one."""

@@ -40,6 +40,12 @@ class RequeuedForRetry(IgnoreRequest):
     """The request went back to the frontier for another try; no item is produced now."""
 
 
+class PageGivenBack(Exception):  # noqa: N818 - a signal, like Scrapy's IgnoreRequest
+    """The page's links could not be queued (Redis unreachable): its lease was given back and
+    the page will be crawled again, so it produces nothing now. ``LeaseFinishMiddleware``
+    swallows it: no "Spider error", no traceback (the scheduler warned once per outage)."""
+
+
 def retry_exceptions(settings: BaseSettings) -> tuple[type[BaseException], ...]:
     """Scrapy's RETRY_EXCEPTIONS as classes: the download failures worth another try."""
     return tuple(load_object(path) if isinstance(path, str) else path
@@ -97,8 +103,12 @@ class LeaseFinishMiddleware:
 
     def _track(self, response: Response, output: Any) -> None:
         scheduler = cluster_scheduler(self.crawler)
-        if scheduler is not None and response.request is not None \
-                and not isinstance(output, Request) and output is not None:
+        if scheduler is None or response.request is None or output is None:
+            return
+        if isinstance(output, Request):  # given back with its page if it cannot be queued
+            output.meta.setdefault(crawl_meta.PARENT_LEASE_META_KEY,
+                                   response.request.meta.get(crawl_meta.LEASE_META_KEY))
+        else:
             scheduler.item_started(response.request)
 
     def _done(self, response: Response) -> None:
@@ -125,8 +135,9 @@ class LeaseFinishMiddleware:
             self._done(response)
 
     def process_spider_exception(self, response: Response, exception: Exception,
-                                 spider: Spider | None = None) -> None:
+                                 spider: Spider | None = None) -> list[Any] | None:
         self._done(response)
+        return [] if isinstance(exception, PageGivenBack) else None
 
 
 class FrontierRetryMiddleware:

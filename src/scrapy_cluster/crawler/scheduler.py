@@ -35,12 +35,12 @@ from twisted.internet import task
 from scrapy_cluster.crawler.config import cluster_settings
 from scrapy_cluster.crawler.funnel import FunnelCounter, funnel_for
 from scrapy_cluster.crawler.leases import LeaseBook
-from scrapy_cluster.crawler.meta import ENQUEUED_META_KEY, LEASE_META_KEY
+from scrapy_cluster.crawler.meta import ENQUEUED_META_KEY, LEASE_META_KEY, PARENT_LEASE_META_KEY
 from scrapy_cluster.crawler.public_ip import PublicIpRefresher
 from scrapy_cluster.crawler.send_clock import LateSendBook
 from scrapy_cluster.crawler.serialization import request_from_dict, request_to_dict
 from scrapy_cluster.errors import RequestSerializationError
-from scrapy_cluster.outage import OutageLog
+from scrapy_cluster.outage import OutageLog, is_redis_outage
 from scrapy_cluster.redis_conn import RedisConfig
 
 IDLE_RECHECK_S = 5.0
@@ -75,6 +75,7 @@ class DistributedScheduler(BaseScheduler):
         self.reap_interval_s = reap_interval_s
         self.spider: Spider | None = None
         self._outage = OutageLog(logger)  # pop, wait and reap: one warning per outage
+        self._given_back = OutageLog(logger)  # pages given back: one warning per outage
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DistributedScheduler:
@@ -131,7 +132,11 @@ class DistributedScheduler(BaseScheduler):
         return bool(self._buffer)
 
     def enqueue_request(self, request: Request) -> bool:
-        """Send one request to the frontier: ONE round trip. False when refused or a duplicate."""
+        """Send one request to the frontier: ONE round trip. False when refused or a duplicate.
+
+        A request a callback yielded that cannot be queued because Redis is unreachable gives
+        back the lease of the page that yielded it (``give_back``): the page is crawled again
+        and yields it again, so nothing is lost and nothing is logged per request."""
         assert self.spider is not None
         try:
             data = request_to_dict(request, self.spider)
@@ -139,7 +144,14 @@ class DistributedScheduler(BaseScheduler):
             logger.error("request cannot be queued: %s", exc, extra={"url": request.url})
             return False
         if not self._is_redirect(request):
-            return self.enqueue_dicts([data], dedupe=not request.dont_filter).queued == 1
+            try:
+                return self.enqueue_dicts([data], dedupe=not request.dont_filter).queued == 1
+            except Exception as exc:
+                parent = request.meta.get(PARENT_LEASE_META_KEY)
+                if parent is None or not is_redis_outage(exc):
+                    raise
+                self.give_back(parent, exc, url=request.url)
+                return True  # not dropped: it comes again with its page
         data["redirect_times"] = int(request.meta["redirect_times"])
         queued = self.enqueue_dicts([data], dedupe=False).queued == 1
         self.finish(request)  # the request it replaces is done: its target is queued
@@ -156,7 +168,9 @@ class DistributedScheduler(BaseScheduler):
                       funnel: bool = True) -> Any:
         """Queue crawl-request dicts in ONE round trip (how spiders send a page's links); the
         same call counts them in their crawls' URL funnels unless ``funnel`` is False."""
-        return self.frontier.enqueue_many(list(requests), dedupe=dedupe, funnel=funnel)
+        result = self.frontier.enqueue_many(list(requests), dedupe=dedupe, funnel=funnel)
+        self._given_back.succeeded()
+        return result
 
     def next_request(self) -> Request | None:
         """A buffered request; refills with ONE pop when empty and the frontier may have work."""
@@ -248,6 +262,14 @@ class DistributedScheduler(BaseScheduler):
     def _on_work(self) -> None:
         self._next_pop_at = 0.0
         self._wake_engine()
+
+    def give_back(self, lease_id: str | None, exc: BaseException, *, url: str) -> None:
+        """Redis failed while a page's links were queued: release the page's lease at the next
+        flush instead of acknowledging it (``LeaseBook.give_back``); one warning per outage."""
+        if self.leases.give_back(lease_id):
+            self.late_sends.forget(lease_id)
+            self._given_back.failed("queueing a page's links (the page will be crawled again)",
+                                    exc, url=url)
 
     def finish(self, request: Request) -> None:
         """The request is done (nothing to wait for): its lease is acknowledged at the next batch."""

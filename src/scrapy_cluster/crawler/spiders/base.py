@@ -25,9 +25,10 @@ from scrapy_cluster.crawler import meta as crawl_meta
 from scrapy_cluster.crawler.config import cluster_settings
 from scrapy_cluster.crawler.funnel import funnel_for, refusal_reason
 from scrapy_cluster.crawler.links import PageLinks, page_links
-from scrapy_cluster.crawler.middlewares import RequeuedForRetry, cluster_scheduler
+from scrapy_cluster.crawler.middlewares import PageGivenBack, RequeuedForRetry, cluster_scheduler
 from scrapy_cluster.crawler.serialization import headers_to_dict
 from scrapy_cluster.log import request_fields
+from scrapy_cluster.outage import is_redis_outage
 
 
 class ClusterSpider(Spider):
@@ -80,18 +81,31 @@ class ClusterSpider(Spider):
         ``spiderid`` hands them to another spider. ``filtered``: links of the page the crawl's
         rules dropped, per reason (``links.select_links``), counted in the crawl's URL funnel
         (no I/O). Returns how many were new to the crawl.
+
+        When Redis is unreachable the page's lease is given back (released at the next flush,
+        never acknowledged) and ``PageGivenBack`` ends the callback quietly: the page is
+        crawled again once Redis is back, so neither it nor its links are lost.
         """
         base = crawl_meta.inherit(response.meta, {"spiderid": spiderid} if spiderid else {})
-        if filtered:
+        if links:
+            base["priority"] = crawl_meta.child_priority(response.meta)
+            scheduler = cluster_scheduler(self.crawler)
+            if scheduler is None:
+                raise RuntimeError("enqueue_links needs the cluster scheduler (SCHEDULER setting)")
+            try:
+                queued = int(scheduler.enqueue_dicts(
+                    [{**base, "url": link.url} for link in links], dedupe=True).queued)
+            except Exception as exc:
+                if not is_redis_outage(exc):
+                    raise
+                scheduler.give_back(response.meta.get(crawl_meta.LEASE_META_KEY), exc,
+                                    url=response.url)
+                raise PageGivenBack(response.url) from exc
+        else:
+            queued = 0
+        if filtered:  # counted once the page is through (not again when it is given back)
             funnel_for(self.crawler).add_filtered(base, filtered)
-        if not links:
-            return 0
-        base["priority"] = crawl_meta.child_priority(response.meta)
-        requests = [{**base, "url": link.url} for link in links]
-        scheduler = cluster_scheduler(self.crawler)
-        if scheduler is None:
-            raise RuntimeError("enqueue_links needs the cluster scheduler (SCHEDULER setting)")
-        return int(scheduler.enqueue_dicts(requests, dedupe=True).queued)
+        return queued
 
     def errback(self, failure: Failure) -> Iterator[dict[str, Any]]:
         """A request failed for good: produce an error item (unless it was queued for retry)."""
