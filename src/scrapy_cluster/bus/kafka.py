@@ -4,7 +4,10 @@ The producer is idempotent with ``acks=all`` and batches for
 ``KAFKA_PRODUCER_BATCH_LINGER_MS``; librdkafka delivers in the background and
 retries while the broker is away. A delivery that finally fails (after
 ``KAFKA_PRODUCER_DELIVERY_TIMEOUT_MS``) is counted and reported by the next
-``flush``. Topics are created on demand with ``KAFKA_TOPIC_PARTITIONS``
+``flush``, and the producer is then replaced by a new one: a broker that lost its
+idempotent-producer state (an in-memory broker restarted, a producer id expired) refuses the
+old producer id for ever, and only a new producer gets a new id (an error librdkafka calls
+fatal is treated the same way at once). Topics are created on demand with ``KAFKA_TOPIC_PARTITIONS``
 partitions (asynchronously for producers, before subscribing for consumers).
 ``KAFKA_CONFIG`` is merged into every client's configuration.
 """
@@ -14,7 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -108,9 +111,11 @@ def _ignore_existing(future: Future[None]) -> Future[None]:
 class KafkaProducer:
     """Idempotent, batching producer. ``produce`` never blocks on the network."""
 
-    def __init__(self, producer: confluent_kafka.Producer, topics: KafkaTopics, *,
-                 max_message_bytes: int, hosts: str) -> None:
-        self._producer = producer
+    def __init__(self, new_producer: Callable[[], confluent_kafka.Producer], topics: KafkaTopics,
+                 *, max_message_bytes: int, hosts: str) -> None:
+        self._new_producer = new_producer
+        self._producer = new_producer()
+        self.renewals = 0
         self._topics = topics
         self._max_message_bytes = max_message_bytes
         self._hosts = hosts
@@ -133,8 +138,11 @@ class KafkaProducer:
                 raise BusUnavailableError(
                     f"producer queue full (broker {self._hosts} slow or down): {exc}") from exc
         except confluent_kafka.KafkaException as exc:
-            if exc.args[0].code() == confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE:
+            error = exc.args[0]
+            if error.code() == confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE:
                 raise MessageTooLargeError(str(exc)) from exc
+            if error.fatal():
+                self._renew(str(error))
             raise BusError(f"cannot produce to {topic!r}: {exc}") from exc
         self._producer.poll(0)
 
@@ -147,6 +155,8 @@ class KafkaProducer:
             failed, first, self._failed, self._first_failure = (
                 self._failed, self._first_failure, 0, None)
         if failed:
+            if not waiting:  # nothing left in the old producer: a new one loses nothing
+                self._renew(first or "delivery failed")
             raise BusError(f"{failed} messages failed delivery to Kafka ({first})")
         if waiting:
             raise BusUnavailableError(
@@ -156,6 +166,18 @@ class KafkaProducer:
 
     def close(self) -> None:
         self.flush()
+
+    def _renew(self, reason: str) -> None:
+        """Replace the producer (a new producer id), purging what the old one still holds
+        (reported failed to the caller of this ``flush``/``produce``)."""
+        old, self._producer = self._producer, self._new_producer()
+        self.renewals += 1
+        logger.warning("Kafka producer replaced by a new one after: %s", reason)
+        try:
+            old.purge()
+            old.flush(0)
+        except Exception as exc:  # noqa: BLE001 - the old producer is discarded either way
+            logger.debug("discarding the old producer: %s", exc)
 
     def _send(self, topic: str, raw: bytes, key: bytes | None) -> None:
         self._producer.produce(topic, value=raw, key=key, on_delivery=self._on_delivery)
@@ -211,7 +233,8 @@ class KafkaBus:
                    max_deliveries=int(settings["BUS_MAX_DELIVERIES"]))
 
     def producer(self) -> KafkaProducer:
-        return KafkaProducer(confluent_kafka.Producer(dict(self._producer_config)), self._topics,
+        config = dict(self._producer_config)
+        return KafkaProducer(lambda: confluent_kafka.Producer(dict(config)), self._topics,
                              max_message_bytes=self._max_message_bytes,
                              hosts=str(self._producer_config["bootstrap.servers"]))
 
