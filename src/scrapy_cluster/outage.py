@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -84,3 +85,38 @@ class OutageLog:
             self.logger.info("%s reachable again after %d failed attempts", self.resource,
                              self.failures)
         self.failures = 0
+
+
+class QuietFailures(logging.Filter):
+    """Lets one connection-failure line through per ``quiet_s`` and drops the rest.
+
+    For clients that log each reconnect attempt themselves (librdkafka: "Connect to ...
+    failed", "brokers are down", every ~50 ms while a broker is away). One instance may be
+    added to several loggers, so that a process logs one such line per outage, not one per
+    attempt per client; the next line let through says how many were dropped. Other lines
+    pass untouched.
+    """
+
+    FAILURE = re.compile(r"Connect to .* failed|Connection refused|brokers are down|"
+                         r"_TRANSPORT|Disconnected|Failed to resolve", re.IGNORECASE)
+
+    def __init__(self, quiet_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.quiet_s = quiet_s
+        self.clock = clock
+        self.dropped = 0
+        self._last_s: float | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.FAILURE.search(record.getMessage()):
+            return True
+        now = self.clock()
+        if self._last_s is not None and now - self._last_s < self.quiet_s:
+            self.dropped += 1
+            return False
+        if self.dropped:
+            record.msg = f"{record.getMessage()} ({self.dropped} similar lines dropped)"
+            record.args = None
+            self.dropped = 0
+        self._last_s = now
+        return True

@@ -12,14 +12,10 @@ per host so that the crawl outlasts this schedule (seconds after the first page)
   later, it must handle it;
 * 48: ``kill -9`` of the Redis Monitor, restarted 2 s later; it must announce both crawls;
 * 55: Redis stopped for 10 s (SIGTERM, AOF on), restarted on the same data and port;
-* 80 (Kafka only): the broker restarted, with ``SC_TEST_KAFKA`` pointing at a persistent
-  broker and ``SC_TEST_KAFKA_RESTART_COMMAND`` (a shell command) restarting it mid-crawl.
-  On the bundled tansu the step is skipped by default: tansu keeps its data in memory, so a
-  restart loses topics, offsets and the idempotent producers' ids, and every producer
-  started before it is refused forever (``UnknownProducerId``; docs/reliability.md,
-  "Faults"). ``SC_FAULTS_TANSU_RESTART=1`` runs it anyway, to reproduce that: the crawlers
-  are paused (SIGSTOP) while the reader catches up, tansu restarts, the test creates the
-  cluster's topics again and resumes the crawlers.
+* 80 (Kafka only): the broker stopped for 5 s and restarted with its data kept (the bundled
+  tansu stores it in S3 on a private moto server, ``KafkaBroker(persist=True)``; with
+  ``SC_TEST_KAFKA`` pointing at an external broker, ``SC_TEST_KAFKA_RESTART_COMMAND`` (a shell
+  command) restarts it, or the step is skipped).
 
 Pass: every expected page on the crawled topic at least once; duplicates at most what was in
 flight at the faults; fetched (the funnel's ``fetched:*``, and the site's own count),
@@ -35,7 +31,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import threading
 import time
@@ -47,11 +42,9 @@ from typing import Any
 
 import pytest
 import redis
-from confluent_kafka.admin import AdminClient
 
 from scrapy_cluster import keys
 from scrapy_cluster.bus import create_bus, topics
-from scrapy_cluster.bus.kafka import KafkaTopics
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.settings import load_settings
 from scrapy_cluster.testing.site import SiteConfig, SiteServer
@@ -61,7 +54,7 @@ from tests.support.services import RedisServer, ServiceUnavailable, free_port
 from tests.support.starting import service_unavailable
 from tests.support.tcp_proxy import TcpProxy
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(int(os.environ.get("SC_FAULTS_TIMEOUT_S", "480")) + 180)]
 
 PAGES = int(os.environ.get("SC_FAULTS_PAGES", "5000"))
 HITS_PER_HOST_S = int(os.environ.get("SC_FAULTS_HITS", "8"))
@@ -77,12 +70,9 @@ WARNING_LINE = re.compile(r"\] (WARNING|ERROR|CRITICAL):|^Traceback|"
 """Our components' warnings and errors, and librdkafka's own lines (it logs to stderr),
 but for its group session timeouts: against tansu with a 3 s session they come every few
 seconds all run long, outage or not (counted apart, in ``session timeouts``)."""
-TANSU_RESTART = os.environ.get("SC_FAULTS_TANSU_RESTART") == "1"
 
 MAIN, SECOND = "faults-main", "faults-second"
 WHOLE_GRAPH_DEPTH = 30
-DRAIN_QUIET_S = 1.5
-DRAIN_MAX_S = 10.0
 
 
 class Collector:
@@ -119,12 +109,6 @@ class Collector:
                     self.items.append((read_at, str(value.get("crawlid")), str(value.get("url"))))
                 elif value.get("action") == "complete":
                     self.notices.setdefault(str(value.get("crawlid")), value)
-
-    def reopen(self) -> None:
-        """A new reader from the start (after the broker came back empty)."""
-        with self._lock:
-            self._reader.close()
-            self._reader = self._bus.reader(list(self.names), from_beginning=True)
 
     def seen(self) -> set[tuple[str, str]]:
         return {(crawlid, url) for _, crawlid, url in list(self.items)}
@@ -356,7 +340,8 @@ class Schedule:
 
     def restart_broker(self) -> None:
         everyone = tuple(process.pid for process in self.cluster.live())
-        if self.cluster.broker is None:
+        broker = self.cluster.broker
+        if broker is None:
             command = os.environ.get("SC_TEST_KAFKA_RESTART_COMMAND")
             if not command:
                 fault = self.begin("broker restart skipped")
@@ -368,38 +353,13 @@ class Schedule:
             subprocess.run(command, shell=True, check=True, timeout=120)  # noqa: S602
             self.end(fault)
             return
-        if not TANSU_RESTART:
-            fault = self.begin("broker restart skipped")
-            fault.note = "tansu is in-memory; SC_FAULTS_TANSU_RESTART=1 runs it"
-            fault.in_flight = 0
-            self.end(fault)
-            return
-        fault = self.begin("broker restarted (tansu, empty)", everyone)
-        self.restart_tansu(self.cluster.broker, fault)
-        self.end(fault)
+        fault = self.begin("broker stopped 5 s (data kept)", everyone)
+        broker.pause()
 
-    def restart_tansu(self, broker: KafkaBroker, fault: Fault) -> None:
-        crawlers = [p for p in self.cluster.crawlers if p.poll() is None]
-        for process in crawlers:
-            process.send_signal(signal.SIGSTOP)
-        paused_at = time.monotonic()
-        while (time.monotonic() - max(self.collector.last_read_s(), paused_at) < DRAIN_QUIET_S
-               and time.monotonic() - paused_at < DRAIN_MAX_S):
-            time.sleep(0.1)  # until the reader caught up: no new item for DRAIN_QUIET_S
-        bus = create_bus(self.cluster.settings)
-        prefix = self.cluster.env["KAFKA_TOPIC_PREFIX"]
-        names = [name for name in bus.list_topics() if name.startswith(prefix)]
-        bus.close()
-        broker.stop()
-        broker.start()
-        KafkaTopics(AdminClient({"bootstrap.servers": broker.bootstrap}), partitions=int(
-            self.cluster.settings["KAFKA_TOPIC_PARTITIONS"]), replication_factor=-1,
-            timeout_s=10).ensure(names)
-        self.collector.reopen()
-        for process in crawlers:
-            process.send_signal(signal.SIGCONT)
-        fault.note = (f"crawlers paused {time.monotonic() - paused_at:.1f} s; "
-                      f"{len(names)} topics created again")
+        def restart() -> None:
+            broker.start()
+            self.end(fault)
+        self.later(5, "start broker", restart)
 
 
 @pytest.fixture(params=["kafka", "redis"])
@@ -415,7 +375,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FaultClu
     kafka_hosts = external_kafka() or ""
     if backend == "kafka" and not kafka_hosts:
         try:
-            broker = KafkaBroker(tmp_path / "kafka")
+            broker = KafkaBroker(tmp_path / "kafka", persist=True)
             broker.start()
         except ServiceUnavailable as exc:
             redis_server.stop()

@@ -94,9 +94,13 @@ class KafkaBroker(ServerProcess):
             self.s3.stop(timeout_s)
             self.s3.process = None
 
+    def pause(self) -> None:
+        """Stop the broker process only (its storage keeps running); ``start()`` resumes."""
+        ServerProcess.stop(self)
+
     def restart(self, down_s: float = 0.0) -> None:
         """Stop the broker (not its storage) and start it again on the same port."""
-        ServerProcess.stop(self)
+        self.pause()
         time.sleep(down_s)
         self.start()
 

@@ -25,12 +25,13 @@ import confluent_kafka
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from scrapy_cluster.bus.base import encode_key, encode_value
-from scrapy_cluster.bus.kafka_consumer import KafkaConsumer, KafkaReader
+from scrapy_cluster.bus.kafka_consumer import QUIET_FAILURES, KafkaConsumer, KafkaReader
 from scrapy_cluster.bus.kafka_deliveries import KafkaDeliveries, send_with
 from scrapy_cluster.errors import BusError, BusUnavailableError, MessageTooLargeError
 
 logger = logging.getLogger(__name__)
 librdkafka_logger = logging.getLogger("scrapy_cluster.bus.librdkafka")
+librdkafka_logger.addFilter(QUIET_FAILURES)
 
 _MESSAGE_OVERHEAD_BYTES = 64 * 1024  # room for the record batch headers around one value
 

@@ -19,8 +19,13 @@ import confluent_kafka
 from scrapy_cluster.bus.base import Message, decode_value
 from scrapy_cluster.bus.kafka_deliveries import KafkaDeliveries
 from scrapy_cluster.errors import BusError, BusUnavailableError
+from scrapy_cluster.outage import QuietFailures
 
 logger = logging.getLogger(__name__)
+QUIET_FAILURES = QuietFailures()
+"""Shared by this logger and librdkafka's (``kafka.py``): one connection-failure line per
+outage per process, not one per reconnect attempt per client."""
+logger.addFilter(QUIET_FAILURES)
 
 _IGNORED = {confluent_kafka.KafkaError._PARTITION_EOF}
 # commit failures caused by a rebalance: the partition's new owner redelivers (at-least-once)
