@@ -15,15 +15,18 @@ from scrapy_cluster.errors import SchemaVersionError, SettingsError
               help="localsettings.py for this crawler (wins over the global --settings).")
 @click.option("--concurrency", type=click.IntRange(min=1), metavar="N",
               help="Requests downloaded at once (CRAWLER_CONCURRENCY).")
+@click.option("--engine", type=click.Choice(["scrapy", "fast"]),
+              help="scrapy (any spider) or fast (asyncio, the link spider) (CRAWLER_ENGINE).")
 @pass_cli_context
 def crawler(cli: CliContext, spider: str | None, settings_file: str | None,
-            concurrency: int | None) -> None:
+            concurrency: int | None, engine: str | None) -> None:
     """Run a crawler: Scrapy spiders on the shared frontier, results to the bus."""
     from scrapy_cluster.crawler.runner import run_crawler
 
     if settings_file:
         cli = CliContext(settings_file=settings_file, overrides=cli.overrides)
-    settings = cli.settings("crawler", CRAWLER_SPIDER=spider, CRAWLER_CONCURRENCY=concurrency)
+    settings = cli.settings("crawler", CRAWLER_SPIDER=spider, CRAWLER_CONCURRENCY=concurrency,
+                            CRAWLER_ENGINE=engine)
     try:
         run_crawler(settings)
     except (SettingsError, SchemaVersionError) as exc:

@@ -74,17 +74,29 @@ def response_item(response: Response, links: Sequence[Link], *, now_s: float,
     """The item for a fetched page (any status); ``links_dropped``: links past the page limit."""
     request = response.request
     assert request is not None
-    encoding = response.encoding if isinstance(response, TextResponse) else None
+    return page_item(url=request.url, response_url=response.url, status=response.status,
+                     response_headers=headers_to_dict(response.headers),
+                     request_headers=headers_to_dict(request.headers), body=response.body,
+                     encoding=response.encoding if isinstance(response, TextResponse) else None,
+                     links=links, meta=request.meta, now_s=now_s, base64_body=base64_body,
+                     links_dropped=links_dropped)
+
+
+def page_item(*, url: str, response_url: str, status: int,
+              response_headers: dict[str, list[str]], request_headers: dict[str, list[str]],
+              body: bytes, encoding: str | None, links: Sequence[Link], meta: Mapping[str, Any],
+              now_s: float, base64_body: bool, links_dropped: int = 0) -> dict[str, Any]:
+    """``response_item`` from plain values (no Scrapy object; the fast engine's builder).
+    ``links``: anything with ``url`` and ``text``; ``meta``: the request's crawl fields."""
     dropped = {"links_dropped": links_dropped} if links_dropped else {}
     return {
-        "url": request.url, "response_url": response.url,
-        "status_code": response.status, "status_msg": status_message(response.status),
-        "response_headers": headers_to_dict(response.headers),
-        "request_headers": headers_to_dict(request.headers),
-        **encode_body(response.body, force_base64=base64_body),
-        "body_length": len(response.body), "body_truncated": False,
+        "url": url, "response_url": response_url,
+        "status_code": status, "status_msg": status_message(status),
+        "response_headers": response_headers, "request_headers": request_headers,
+        **encode_body(body, force_base64=base64_body),
+        "body_length": len(body), "body_truncated": False,
         "links": [{"url": link.url, "text": link.text} for link in links], **dropped,
-        **_identity(request.meta), "timestamp": timestamp(now_s), "encoding": encoding,
+        **_identity(meta), "timestamp": timestamp(now_s), "encoding": encoding,
     }
 
 
@@ -117,15 +129,26 @@ def _error_message(error: BaseException, download_maxsize: int) -> str:
 def error_item(request: Request, error: BaseException, *, now_s: float,
                status: int | None = None, download_maxsize: int = 0) -> dict[str, Any]:
     """The item for a request that failed for good (after retries, refused, disallowed...)."""
+    return failed_item(url=request.url, error_type=type(error).__name__,
+                       message=_error_message(error, download_maxsize),
+                       reason=failure_reason(error),
+                       request_headers=headers_to_dict(request.headers), meta=request.meta,
+                       now_s=now_s, status=status)
+
+
+def failed_item(*, url: str, error_type: str, message: str, reason: str,
+                request_headers: dict[str, list[str]], meta: Mapping[str, Any], now_s: float,
+                status: int | None = None) -> dict[str, Any]:
+    """``error_item`` from plain values (no Scrapy object; the fast engine's builder).
+    ``reason``: one of ``failure_reason``'s answers; ``meta``: the request's crawl fields and
+    its ``retry_times``."""
     return {
-        "url": request.url, "response_url": None, "status_code": status,
+        "url": url, "response_url": None, "status_code": status,
         "status_msg": status_message(status),
-        "error": {"type": type(error).__name__,
-                  "message": _error_message(error, download_maxsize),
-                  "reason": failure_reason(error)},
-        "retry_times": int(request.meta.get("retry_times") or 0),
-        "request_headers": headers_to_dict(request.headers), "links": [],
-        **_identity(request.meta), "timestamp": timestamp(now_s),
+        "error": {"type": error_type, "message": message, "reason": reason},
+        "retry_times": int(meta.get("retry_times") or 0),
+        "request_headers": request_headers, "links": [],
+        **_identity(meta), "timestamp": timestamp(now_s),
     }
 
 

@@ -36,21 +36,15 @@ class FunnelSource(Protocol):
     def restore(self, counts: Mapping[tuple[str, str], Mapping[str, int]]) -> None: ...
 
 
-class LeaseBook:
-    """Leased request dicts by lease id, plus the finished ones awaiting acknowledgement."""
+class LeaseState:
+    """What a crawler engine holds: leased request dicts by lease id, the finished leases
+    awaiting acknowledgement and the given-back ones awaiting release. No I/O: ``LeaseBook``
+    (Scrapy engine) and ``fast.leases.AsyncLeaseBook`` (asyncio engine) flush it."""
 
-    def __init__(self, frontier: LeaseFrontier, *, logger: logging.Logger,
-                 before_ack: Callable[[], None] | None = None,
-                 funnel: FunnelSource | None = None) -> None:
-        self._frontier = frontier
-        self._funnel = funnel
-        self._logger = logger
+    def __init__(self) -> None:
         self._held: dict[str, Mapping[str, Any]] = {}
         self._finished: list[str] = []
         self._given_back: list[str] = []
-        self._open_items: dict[str, int] = {}
-        self._closed: set[str] = set()
-        self.before_ack = before_ack
 
     def hold(self, lease_id: str, request: Mapping[str, Any]) -> None:
         self._held[lease_id] = request
@@ -58,6 +52,62 @@ class LeaseBook:
     def request(self, lease_id: str) -> Mapping[str, Any] | None:
         """The stored request dict of a held lease (for retries), or None."""
         return self._held.get(lease_id)
+
+    def finish(self, lease_id: str | None) -> None:
+        """Mark ``lease_id`` done; it is acknowledged at the next ``flush``. Unknown ids are ignored."""
+        if lease_id is not None and self._held.pop(lease_id, None) is not None:
+            self._finished.append(lease_id)
+
+    def give_back(self, lease_id: str | None) -> bool:
+        """The page cannot finish (its links could not be queued): release its lease at the
+        next flush instead of acknowledging it. False when the lease is not held."""
+        if lease_id is None or self._held.pop(lease_id, None) is None:
+            return False
+        self._given_back.append(lease_id)
+        return True
+
+    @property
+    def held_count(self) -> int:
+        return len(self._held)
+
+    @property
+    def pending_count(self) -> int:
+        """Leases finished or given back but not yet acknowledged or released."""
+        return len(self._finished) + len(self._given_back)
+
+    def _take_given_back(self) -> list[str]:
+        batch, self._given_back = self._given_back, []
+        return batch
+
+    def _keep_given_back(self, batch: list[str]) -> None:
+        """A release failed: try ``batch`` again at the next flush."""
+        self._given_back = batch + self._given_back
+
+    def _take_finished(self) -> list[str]:
+        batch, self._finished = self._finished, []
+        return batch
+
+    def _take_all_held(self) -> list[str]:
+        """Every held and given-back lease (graceful shutdown releases them)."""
+        held = [*self._held, *self._given_back]
+        self._held, self._given_back = {}, []
+        return held
+
+
+class LeaseBook(LeaseState):
+    """``LeaseState`` for the Scrapy engine: a page's lease finishes once its outputs are
+    handled (``item_started``/``item_done``/``outputs_done``); ``flush`` is synchronous."""
+
+    def __init__(self, frontier: LeaseFrontier, *, logger: logging.Logger,
+                 before_ack: Callable[[], None] | None = None,
+                 funnel: FunnelSource | None = None) -> None:
+        super().__init__()
+        self._frontier = frontier
+        self._funnel = funnel
+        self._logger = logger
+        self._open_items: dict[str, int] = {}
+        self._closed: set[str] = set()
+        self.before_ack = before_ack
 
     def item_started(self, lease_id: str | None) -> None:
         """A page output an item; its lease waits until the item pipeline is done with it."""
@@ -83,39 +133,27 @@ class LeaseBook:
             self._open_items.pop(lease_id, None)
             self.finish(lease_id)
 
-    def finish(self, lease_id: str | None) -> None:
-        """Mark ``lease_id`` done; it is acknowledged at the next ``flush``. Unknown ids are ignored."""
-        if lease_id is not None and self._held.pop(lease_id, None) is not None:
-            self._finished.append(lease_id)
-
     def give_back(self, lease_id: str | None) -> bool:
-        """The page cannot finish (its links could not be queued): release its lease at the
-        next flush instead of acknowledging it. False when the lease is not held."""
-        if lease_id is None or self._held.pop(lease_id, None) is None:
+        if not super().give_back(lease_id):
             return False
+        assert lease_id is not None
         self._open_items.pop(lease_id, None)
         self._closed.discard(lease_id)
-        self._given_back.append(lease_id)
         return True
-
-    @property
-    def held_count(self) -> int:
-        return len(self._held)
 
     def flush(self) -> int:
         """Release given-back leases (ONE round trip, only when there are any), then acknowledge
         finished leases with the funnel counts made so far: ONE round trip (plus the
         ``before_ack`` hook). Returns acked. Counts that could not be written are kept for the
         next flush, and so are given-back leases whose release failed."""
-        if self._given_back:
-            batch, self._given_back = self._given_back, []
+        if given_back := self._take_given_back():
             try:
-                self._frontier.release(batch)
+                self._frontier.release(given_back)
             except Exception:  # noqa: BLE001 - Redis still down: try again at the next flush
-                self._given_back = batch + self._given_back
-        if not self._finished:
+                self._keep_given_back(given_back)
+        batch = self._take_finished()
+        if not batch:
             return 0
-        batch, self._finished = self._finished, []
         try:
             if self.before_ack is not None:
                 self.before_ack()
@@ -136,8 +174,7 @@ class LeaseBook:
 
     def release_all(self) -> int:
         """Give every held (unfinished) lease back to the frontier: ONE round trip."""
-        held, self._held = [*self._held, *self._given_back], {}
-        self._given_back = []
+        held = self._take_all_held()
         return self._safe(self._frontier.release, held) if held else 0
 
     def _safe(self, call: Callable[[list[str]], int], lease_ids: list[str]) -> int:

@@ -172,12 +172,20 @@ def page_links(response: Response, *, max_links: int) -> PageLinks:
         base_url = get_base_url(response)
     except (AttributeError, ValueError, TypeError):
         return PageLinks([])
+    return links_in_tree(root, base_url=base_url, page_url=response.url,
+                         encoding=response.encoding, max_links=max_links)
+
+
+def links_in_tree(root: Any, *, base_url: str, page_url: str, encoding: str,
+                  max_links: int) -> PageLinks:
+    """``page_links`` on an already parsed lxml tree (no Scrapy object): ``base_url`` is the
+    page's ``<base>`` (or its URL), ``encoding`` the page's, used to quote non-ASCII hrefs."""
     seen: set[str] = set()
     links: list[Link] = []
     elements = root.iter(*LINK_TAGS)
     for element in elements:
         href = element.get("href")
-        url = None if href is None else _absolute_url(href, base_url, response)
+        url = None if href is None else _absolute_url(href, base_url, page_url, encoding)
         if url is None or url in seen or not url.startswith(("http://", "https://")):
             continue
         seen.add(url)
@@ -188,14 +196,13 @@ def page_links(response: Response, *, max_links: int) -> PageLinks:
     return PageLinks(links, sum(1 for element in elements if element.get("href") is not None))
 
 
-def _absolute_url(href: str, base_url: str, response: TextResponse) -> str | None:
+def _absolute_url(href: str, base_url: str, page_url: str, encoding: str) -> str | None:
     """The absolute, safely quoted URL of ``href``; None for a bogus one."""
     href = strip_html5_whitespace(href)
     if _PLAIN_ABSOLUTE_URL.match(href):
         return href
     try:
-        return urljoin(response.url, safe_url_string(urljoin(base_url, href),
-                                                     encoding=response.encoding))
+        return urljoin(page_url, safe_url_string(urljoin(base_url, href), encoding=encoding))
     except ValueError:
         return None
 

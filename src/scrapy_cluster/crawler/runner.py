@@ -70,8 +70,22 @@ def check_key_layout(cluster: Mapping[str, Any]) -> None:
         client.close()
 
 
+ENGINES = ("scrapy", "fast")
+
+
 def run_crawler(cluster: Mapping[str, Any]) -> None:
-    """Run the configured spider until SIGTERM/SIGINT (Scrapy finishes in-flight requests)."""
+    """Run the configured spider until SIGTERM/SIGINT (in-flight requests finish first), on
+    the engine CRAWLER_ENGINE names (``scrapy`` or ``fast``)."""
+    engine = str(cluster.get("CRAWLER_ENGINE") or "scrapy")
+    if engine not in ENGINES:
+        raise SettingsError(f"CRAWLER_ENGINE {engine!r}: expected scrapy or fast")
+    if engine == "fast":
+        from scrapy_cluster.crawler.fast.app import check_spider, run_fast_crawler
+
+        check_spider(str(cluster["CRAWLER_SPIDER"]))
+        check_key_layout(cluster)
+        run_fast_crawler(cluster)
+        return
     spider_cls = resolve_spider(str(cluster["CRAWLER_SPIDER"]))
     check_key_layout(cluster)
     process = CrawlerProcess(scrapy_settings(cluster))

@@ -314,6 +314,9 @@ _declare("Crawler", "CRAWLER_MAX_LINKS_PER_PAGE", 1000,
 _declare("Crawler", "CRAWLER_SPIDER", "link",
          "Spider `scrapy-cluster crawler` runs: `link`, `wandering` or `package.module:Class`.",
          (CR,))
+_declare("Crawler", "CRAWLER_ENGINE", "scrapy",
+         "Crawler engine: `scrapy` (any spider) or `fast` (asyncio + aiohttp, the `link` "
+         "spider's semantics only; docs/crawler.md, \"Fast engine\").", (CR,))
 _declare("Crawler", "CRAWLER_CONCURRENCY", 16,
          "Requests one crawler process downloads at once (Scrapy CONCURRENT_REQUESTS).", (CR,))
 _declare("Crawler", "CRAWLER_PER_DOMAIN_CONCURRENCY", 4,

@@ -1,0 +1,214 @@
+"""Composition root of the fast engine: clients from settings, wiring, signals, close.
+
+``run_fast_crawler(settings)`` runs until SIGTERM/SIGINT, then stops popping, lets in-flight
+pages finish (bounded), flushes, acknowledges, releases every held lease and returns (exit 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any
+
+from scrapy_cluster.crawler.config import hostname
+from scrapy_cluster.crawler.fast.engine import FastEngine
+from scrapy_cluster.crawler.fast.extract import LxmlExtractor
+from scrapy_cluster.crawler.fast.fetch import AiohttpFetcher, FetchError, FetchRequest
+from scrapy_cluster.crawler.fast.leases import AsyncLeaseBook
+from scrapy_cluster.crawler.fast.pages import PageProcessor
+from scrapy_cluster.crawler.fast.policy import PagePolicy
+from scrapy_cluster.crawler.fast.politeness import Politeness
+from scrapy_cluster.crawler.fast.requests import build_request
+from scrapy_cluster.crawler.fast.robots import RobotsCache
+from scrapy_cluster.crawler.fast.sender import ItemSender
+from scrapy_cluster.crawler.funnel import FunnelCounter
+from scrapy_cluster.crawler.ssrf import IpNetwork, first_forbidden, resolve
+from scrapy_cluster.crawler.stats import NO_RESPONSE, ResponseStats
+from scrapy_cluster.crawler.telemetry import FetchTelemetry
+from scrapy_cluster.errors import SettingsError
+from scrapy_cluster.outage import OutageLog
+
+SPIDER = "link"
+REAP_INTERVAL_S = 5.0
+SHUTDOWN_GRACE_S = 10.0
+logger = logging.getLogger(__name__)
+
+
+def check_spider(name: str) -> None:
+    """The fast engine runs the ``link`` spider's semantics only (for now)."""
+    if name != SPIDER:
+        raise SettingsError(f"the fast engine runs only the 'link' spider, not {name!r}; use "
+                            f"--engine scrapy for it")
+
+
+def ssrf_check(allowed: Sequence[IpNetwork]) -> Any:
+    """``async (url) -> message | None`` with ``SsrfGuardMiddleware``'s rule and messages."""
+
+    async def check(url: str) -> str | None:
+        host = url.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
+        host = host[1:].split("]", 1)[0] if host.startswith("[") else host.rsplit(":", 1)[0]
+        try:
+            addresses = await resolve(host)
+        except OSError as exc:
+            return f"cannot resolve {host!r}: {exc}"
+        found = first_forbidden(addresses, allowed)
+        if found is None:
+            return None
+        address, reason = found
+        return (f"refused {url}: {host} is {reason} ({address}); set "
+                f"CRAWLER_ALLOW_PRIVATE_NETWORKS = True to allow internal addresses")
+
+    return check
+
+
+@cache
+def _named_error(name: str) -> type[Exception]:
+    return type(name, (Exception,), {})
+
+
+class StatsObserver:
+    """Per-download counts for ``ResponseStats`` and ``FetchTelemetry`` (no I/O)."""
+
+    def __init__(self, stats: ResponseStats, telemetry: FetchTelemetry) -> None:
+        self.stats, self.telemetry = stats, telemetry
+
+    def response(self, domain: str, url: str, status: int, waited_s: float | None) -> None:
+        self.stats.record(domain, status)
+        self.telemetry.response(domain, url, status, waited_s)
+
+    def failure(self, domain: str, url: str, error: FetchError) -> None:
+        if error.retryable:
+            self.stats.record(domain, NO_RESPONSE)
+        self.telemetry.failure(domain, url, _named_error(error.error_type)(str(error)))
+
+
+def build_politeness(settings: Mapping[str, Any], policy: PagePolicy, frontier: Any,
+                     view: Any, sync_client: Any) -> Politeness:
+    """Late sends, Retry-After and Crawl-delay with the Scrapy crawler's settings."""
+    from scrapy_cluster.crawler.politeness import CrawlDelayExtension
+    from scrapy_cluster.crawler.retry_after import RetryAfterPauser
+    from scrapy_cluster.crawler.send_clock import LateSendBook
+    from scrapy_cluster.frontier.codec import DomainExtractor
+    from scrapy_cluster.frontier.pause import DomainPauses
+
+    crawl_delay = None
+    if policy.robots_obey:
+        crawl_delay = CrawlDelayExtension(
+            sync_client, user_agent=policy.robots_user_agent or policy.user_agent,
+            default_hits=int(settings["QUEUE_HITS"]),
+            default_window_s=float(settings["QUEUE_WINDOW"])).apply
+    return Politeness(
+        frontier, view, LateSendBook(int(settings["THROTTLE_LATE_SEND_MS"]),
+                                     int(settings["THROTTLE_SEND_ALLOWANCE_MS"])),
+        retry_after=RetryAfterPauser(DomainPauses(sync_client),
+                                     max_s=float(settings["RETRY_AFTER_MAX_S"])),
+        crawl_delay=crawl_delay, user_agent=policy.robots_user_agent or policy.user_agent,
+        domain_of=DomainExtractor())
+
+
+def run_fast_crawler(settings: Mapping[str, Any]) -> None:
+    """Run the fast engine until SIGTERM/SIGINT (see module docstring)."""
+    check_spider(str(settings["CRAWLER_SPIDER"]))
+    asyncio.run(_main(settings))
+
+
+def robots_fetcher(fetcher: AiohttpFetcher, policy: PagePolicy, guard: Any) -> Any:
+    """robots.txt downloads: the Scrapy crawler's default headers, the SSRF guard on every hop
+    (a refused robots.txt allows everything, as in Scrapy)."""
+    headers = build_request({"url": "http://robots/"}, policy).headers
+
+    async def fetch_robots(request: FetchRequest) -> Any:
+        refused = None if guard is None else await guard(request.url)
+        if refused is not None:
+            raise FetchError(refused, error_type="ForbiddenAddress", reason="ssrf",
+                             retryable=False)
+        return await fetcher.fetch(FetchRequest(request.url, headers=headers),
+                                   timeout_s=policy.download_timeout_s,
+                                   max_bytes=policy.download_maxsize)
+
+    return fetch_robots
+
+
+def response_stats(settings: Mapping[str, Any], sync_client: Any) -> StatsObserver:
+    """The Scrapy crawler's status stats, telemetry and heartbeat, described as ``fast``."""
+    from scrapy_cluster.stats.node import NodeInfo
+
+    telemetry = FetchTelemetry.from_settings(settings, sync_client)
+    stats = ResponseStats.from_settings(settings, sync_client, hostname=hostname(),
+                                        spiderid=SPIDER, writers=(telemetry,),
+                                        node_info=NodeInfo(engine="fast", spiders=[SPIDER]))
+    return StatsObserver(stats, telemetry)
+
+
+async def _main(settings: Mapping[str, Any]) -> None:
+    from scrapy_cluster.bus import create_bus
+    from scrapy_cluster.crawler.public_ip import PublicIpRefresher
+    from scrapy_cluster.frontier import AsyncFrontier, DispatchView
+    from scrapy_cluster.log import configure_logging
+    from scrapy_cluster.redis_conn import RedisConfig
+
+    configure_logging(settings, prefix="SC_")
+    policy = PagePolicy.from_settings(settings)
+    redis_config = RedisConfig.from_settings(settings)
+    client, sync_client = redis_config.async_client(), redis_config.sync_client()
+    frontier = AsyncFrontier.from_settings(settings, client)
+    bus = create_bus(settings)
+    funnel = FunnelCounter()
+    sender = ItemSender(bus.producer(), prefix=str(settings["KAFKA_TOPIC_PREFIX"]),
+                        appid_topics=bool(settings["KAFKA_APPID_TOPICS"]),
+                        max_bytes=policy.max_item_bytes, funnel=funnel)
+    leases = AsyncLeaseBook(frontier, logger=logger, before_ack=sender.confirm, funnel=funnel)
+    slots = int(settings["CRAWLER_CONCURRENCY"])
+    fetcher = AiohttpFetcher(connections=slots)
+    observer = response_stats(settings, sync_client)
+    ip = PublicIpRefresher.from_settings(settings, logger)
+    ip_enabled = bool(settings["SCHEDULER_IP_ENABLED"])
+
+    def view() -> DispatchView:
+        return DispatchView(SPIDER, ip.current() if ip_enabled else None)
+
+    politeness = build_politeness(settings, policy, frontier, view, sync_client)
+    guard = None if policy.allowed_networks is None else ssrf_check(policy.allowed_networks)
+    given_back = OutageLog(logger)
+    processor = PageProcessor(
+        fetcher=fetcher, extractor=LxmlExtractor(), frontier=frontier, leases=leases,
+        send=sender.send, funnel=funnel, policy=policy, ssrf=guard, observer=observer,
+        robots=RobotsCache(robots_fetcher(fetcher, policy, guard),
+                           user_agent=policy.robots_user_agent,
+                           on_parsed=politeness.robots_parsed), politeness=politeness,
+        on_give_back=lambda exc, url: given_back.failed(
+            "queueing a page's links (the page will be crawled again)", exc, url=url))
+
+    async def flush_stats() -> None:
+        await asyncio.to_thread(observer.stats.flush)
+
+    engine = FastEngine(
+        frontier, processor, leases, view=view, politeness=politeness, slots=slots,
+        per_domain=int(settings["CRAWLER_PER_DOMAIN_CONCURRENCY"]),
+        ack_flush_s=int(settings["CRAWLER_ACK_FLUSH_MS"]) / 1000,
+        reap_interval_s=min(REAP_INTERVAL_S, float(settings["LEASE_TIMEOUT"]) / 2),
+        grace_s=SHUTDOWN_GRACE_S, periodic=((float(settings["STATS_CYCLE"]), flush_stats),))
+    if ip_enabled:
+        ip.start()
+    try:
+        await _serve(engine, flush_stats)
+    finally:
+        ip.stop()
+        await fetcher.close()
+        await asyncio.to_thread(sender.close)
+        bus.close()
+        await client.aclose()
+        sync_client.close()
+
+
+async def _serve(engine: FastEngine, flush_stats: Any) -> None:
+    """Heartbeat at once, then run until SIGTERM/SIGINT."""
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, engine.stop)
+    await flush_stats()
+    logger.info("fast engine started", extra={"slots": engine.slots})
+    await engine.run()

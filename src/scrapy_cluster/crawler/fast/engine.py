@@ -1,0 +1,208 @@
+"""The fast engine's loop: slots, fair per-domain dispatch, pops, acks, reaps.
+
+* **Pops.** ONE ``pop(view, n)`` with ``n`` = free slots (CRAWLER_CONCURRENCY minus requests
+  fetching or waiting for their domain). A full pop waits for a slot to free; a short pop
+  awaits ``frontier.wait_for_work(view, result)`` (the frontier's ready time or a wake token),
+  so nothing polls.
+* **Fairness.** A domain fetches at most ``min(CRAWLER_PER_DOMAIN_CONCURRENCY, max(1, slots //
+  active domains))`` requests at once (active: with requests fetching or waiting here); its
+  other popped requests wait locally, leased, for a slot of their domain.
+* **Acks.** Every CRAWLER_ACK_FLUSH_MS ``leases.flush()``: the bus flush, then ONE ack with the
+  funnel counts (``fast/leases.py``). Every ``reap_interval_s`` ONE ``reap``.
+* **Stop.** ``stop()``: no more pops; requests not started are released, in-flight pages get
+  ``grace_s`` to finish, then a last flush and every held lease released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import defaultdict, deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from scrapy_cluster.crawler.fast.leases import AsyncLeaseBook
+from scrapy_cluster.crawler.fast.pages import PageProcessor
+from scrapy_cluster.crawler.fast.politeness import Politeness
+from scrapy_cluster.frontier.model import DispatchView, LeasedRequest, PopResult
+from scrapy_cluster.outage import OutageLog
+
+ERROR_BACKOFF_S = 1.0
+logger = logging.getLogger(__name__)
+
+
+class FastEngine:
+    """Runs ``processor`` on requests popped from ``frontier`` (see module docstring)."""
+
+    def __init__(self, frontier: Any, processor: PageProcessor, leases: AsyncLeaseBook, *,
+                 view: Callable[[], DispatchView], slots: int, per_domain: int,
+                 ack_flush_s: float, reap_interval_s: float, grace_s: float = 10.0,
+                 periodic: tuple[tuple[float, Callable[[], Awaitable[None]]], ...] = (),
+                 politeness: Politeness | None = None) -> None:
+        self.frontier, self.processor, self.leases, self.view = frontier, processor, leases, view
+        self.slots, self.per_domain = slots, per_domain
+        self.ack_flush_s, self.reap_interval_s, self.grace_s = ack_flush_s, reap_interval_s, grace_s
+        self.periodic, self.politeness = periodic, politeness
+        self._waiting: defaultdict[str, deque[tuple[LeasedRequest, float | None]]] = \
+            defaultdict(deque)
+        self._fetching: defaultdict[str, int] = defaultdict(int)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._slot_freed = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._outage = OutageLog(logger)
+
+    # --- public ------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    @property
+    def busy(self) -> int:
+        """Requests fetching or waiting for their domain."""
+        return sum(self._fetching.values()) + sum(len(q) for q in self._waiting.values())
+
+    def domain_cap(self) -> int:
+        active = len({*self._waiting, *(d for d, n in self._fetching.items() if n)})
+        return max(1, min(self.per_domain, self.slots // max(1, active)))
+
+    async def run(self) -> None:
+        """Pop and crawl until ``stop()``; then drain (see module docstring)."""
+        background = [asyncio.create_task(self._every(self.ack_flush_s, self._flush)),
+                      asyncio.create_task(self._every(self.reap_interval_s, self._reap))]
+        background += [asyncio.create_task(self._every(s, call)) for s, call in self.periodic]
+        try:
+            while not self._stopping.is_set():
+                await self._step()
+        finally:
+            self._stopping.set()  # the periodic tasks end after their current call
+            await asyncio.gather(*background, return_exceptions=True)
+            await self._drain()
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    async def _step(self) -> None:
+        free = self.slots - self.busy
+        if free <= 0:
+            await self._until(self._slot_freed.wait())
+            self._slot_freed.clear()
+            return
+        try:
+            result = await self.frontier.pop(self.view(), free)
+            self._outage.succeeded()
+        except Exception as exc:  # noqa: BLE001 - Redis outage: keep running, retry shortly
+            self._outage.failed("frontier pop", exc)
+            await self._until(asyncio.sleep(ERROR_BACKOFF_S))
+            return
+        self._accept(result)
+        if len(result.requests) < free:
+            await self._until(self._wait_for_work(result))
+
+    async def _wait_for_work(self, result: PopResult) -> None:
+        try:
+            await self.frontier.wait_for_work(self.view(), result)
+        except Exception as exc:  # noqa: BLE001 - Redis outage: pop again after a pause
+            self._outage.failed("waiting for work", exc)
+            await asyncio.sleep(ERROR_BACKOFF_S)
+
+    async def _until(self, awaitable: Awaitable[Any]) -> None:
+        """Await ``awaitable`` unless ``stop()`` comes first (then it is cancelled)."""
+        task = asyncio.ensure_future(awaitable)
+        stop = asyncio.create_task(self._stopping.wait())
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        for pending in (task, stop):
+            if not pending.done():
+                pending.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pending
+
+    def _accept(self, result: PopResult) -> None:
+        for leased in result.requests:
+            self.leases.hold(leased.lease_id, leased.request)
+            enqueued_at_s = None
+            if leased.enqueued_at_ms is not None:  # the enqueue moment on time.monotonic()
+                waited_s = (leased.dispatched_at_ms - leased.enqueued_at_ms) / 1000
+                enqueued_at_s = result.received_at_s - waited_s
+            self._waiting[leased.domain].append((leased, enqueued_at_s))
+            if self.politeness is not None:
+                self.politeness.dispatched(leased, result.received_at_s)
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Start waiting requests of every domain below its cap."""
+        if self._stopping.is_set():
+            return
+        cap = self.domain_cap()
+        for domain in list(self._waiting):
+            queue = self._waiting[domain]
+            while queue and self._fetching[domain] < cap:
+                leased, enqueued_at_s = queue.popleft()
+                self._fetching[domain] += 1
+                task = asyncio.create_task(self._run_page(leased, enqueued_at_s))
+                self._tasks.add(task)
+            if not queue:
+                del self._waiting[domain]
+
+    async def _run_page(self, leased: LeasedRequest, enqueued_at_s: float | None) -> None:
+        try:
+            await self.processor.process(leased, enqueued_at_s=enqueued_at_s)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a page's bug must not stop the crawler
+            logger.exception("page failed", extra={"url": leased.request.get("url")})
+            self.leases.give_back(leased.lease_id)
+        finally:
+            self._tasks.discard(asyncio.current_task())
+            if self.politeness is not None:
+                self.politeness.forget(leased.lease_id)
+            self._fetching[leased.domain] -= 1
+            if not self._fetching[leased.domain]:
+                del self._fetching[leased.domain]
+            self._slot_freed.set()
+            self._dispatch()
+
+    async def _flush(self) -> int:
+        """Every CRAWLER_ACK_FLUSH_MS: late sends (ONE round trip when any), then the acks."""
+        if self.politeness is not None:
+            await self.politeness.restamp()
+        return await self.leases.flush()
+
+    async def _reap(self) -> None:
+        """Expired leases of dead crawlers back to their queues: ONE round trip."""
+        try:
+            await self.frontier.reap()
+            self._outage.succeeded()
+        except Exception as exc:  # noqa: BLE001 - Redis outage: try at the next interval
+            self._outage.failed("lease reaping", exc)
+
+    async def _every(self, interval_s: float, call: Callable[[], Awaitable[Any]]) -> None:
+        """Call every ``interval_s`` until ``stop()``; a call is never cut in the middle (an ack
+        batch taken and not written would be lost to the reaper)."""
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), interval_s)
+                return
+            try:
+                await call()
+            except Exception:  # noqa: BLE001 - logged; the loop goes on
+                logger.exception("periodic task failed")
+
+    async def _drain(self) -> None:
+        """Release what never started, give in-flight pages ``grace_s``, flush, release."""
+        for queue in self._waiting.values():
+            for leased, _ in queue:
+                self.leases.give_back(leased.lease_id)
+        self._waiting.clear()
+        if self._tasks:
+            _, late = await asyncio.wait(set(self._tasks), timeout=self.grace_s)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        acked = await self._flush()
+        released = await self.leases.release_all()
+        for _, call in self.periodic:
+            with contextlib.suppress(Exception):
+                await call()
+        logger.info("fast engine stopped: acked %d, released %d", acked, released, extra={"acked": acked, "released": released,
+                                                   "at": time.time()})

@@ -1,0 +1,286 @@
+"""What one leased request becomes in the fast engine: the ``link`` spider's semantics.
+
+``PageProcessor.process`` takes a popped request through the SSRF guard, robots.txt, the
+download, then one of: a retry back to the frontier (RETRY_TIMES, RETRY_HTTP_CODES, failures
+worth another try), a redirect back to the frontier (target not deduplicated, carrying
+``redirect_times``; past REDIRECT_MAX_TIMES an error item), or the page: its links filtered by
+the crawl's rules (``links.select_links``) and queued in ONE ``enqueue_many(dedupe=True)``,
+then its item. The lease is finished only after that; when Redis is unreachable while queueing
+links it is given back (released, crawled again). Round trips per page: 1 (the links' enqueue),
+or 1 for a retry or redirect, 0 for an error item; the ack is shared by the batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+from urllib.parse import urljoin, urlsplit
+
+from w3lib.url import safe_url_string
+
+from scrapy_cluster.crawler import items
+from scrapy_cluster.crawler import meta as crawl_meta
+from scrapy_cluster.crawler.fast.extract import Extractor
+from scrapy_cluster.crawler.fast.fetch import Fetcher, FetchError, FetchRequest, FetchResponse
+from scrapy_cluster.crawler.fast.leases import AsyncLeaseBook
+from scrapy_cluster.crawler.fast.policy import PagePolicy
+from scrapy_cluster.crawler.fast.politeness import Politeness
+from scrapy_cluster.crawler.fast.requests import (
+    build_request,
+    header_dict,
+    last_header,
+    stored_headers,
+)
+from scrapy_cluster.crawler.fast.robots import RobotsCache
+from scrapy_cluster.crawler.funnel import ROBOTS_MESSAGE, FunnelCounter
+from scrapy_cluster.crawler.links import select_links
+from scrapy_cluster.crawler.stats import NO_RESPONSE
+from scrapy_cluster.frontier.model import LeasedRequest
+from scrapy_cluster.outage import is_redis_outage
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+class LinkQueue(Protocol):
+    async def enqueue_many(self, requests: Sequence[dict[str, Any]], *, dedupe: bool = False,
+                           funnel: bool = True) -> Any: ...
+
+
+class Observer(Protocol):
+    """Per-download counts (``ResponseStats`` + ``FetchTelemetry``); no I/O."""
+
+    def response(self, domain: str, url: str, status: int, waited_s: float | None) -> None: ...
+
+    def failure(self, domain: str, url: str, error: FetchError) -> None: ...
+
+
+SsrfCheck = Callable[[str], Any]
+"""``async (url) -> str | None``: why the URL's address is refused, or None."""
+
+
+class PageProcessor:
+    """One leased request to its outcome (see module docstring)."""
+
+    def __init__(self, *, fetcher: Fetcher, extractor: Extractor, frontier: LinkQueue,
+                 leases: AsyncLeaseBook, send: Callable[[dict[str, Any]], None],
+                 funnel: FunnelCounter, policy: PagePolicy, robots: RobotsCache | None = None,
+                 ssrf: SsrfCheck | None = None, observer: Observer | None = None,
+                 on_give_back: Callable[[BaseException, str], None] | None = None,
+                 politeness: Politeness | None = None,
+                 now_s: Callable[[], float] = time.time) -> None:
+        self.fetcher, self.extractor, self.frontier = fetcher, extractor, frontier
+        self.leases, self.send, self.funnel, self.policy = leases, send, funnel, policy
+        self.robots, self.ssrf, self.observer = robots, ssrf, observer
+        self.on_give_back, self.politeness, self.now_s = on_give_back, politeness, now_s
+
+    async def process(self, leased: LeasedRequest, *, enqueued_at_s: float | None = None) -> None:
+        """Handle one popped request (held in ``leases``) until its lease is finished or given
+        back."""
+        stored = leased.request
+        try:
+            request = build_request(stored, self.policy)
+        except (KeyError, TypeError, ValueError) as exc:
+            self.funnel.add(stored, "dropped")
+            self.leases.finish(leased.lease_id)
+            raise ValueError(f"malformed queued request: {exc}") from exc
+        if await self._refused(leased, request):
+            return
+        if self.politeness is not None:
+            await self.politeness.sending(leased)
+        try:
+            response = await self.fetcher.fetch(request, timeout_s=self.policy.download_timeout_s,
+                                                max_bytes=self.policy.download_maxsize)
+        except FetchError as exc:
+            await self._failed(leased, request, exc)
+            return
+        waited_s = None if enqueued_at_s is None else time.monotonic() - enqueued_at_s
+        self.funnel.add(stored, f"fetched:{response.status}")
+        if self.observer is not None:
+            self.observer.response(leased.domain, request.url, response.status, waited_s)
+        if self.politeness is not None:
+            await self.politeness.response(leased.domain, response.status,
+                                           last_header(response.headers, "Retry-After"))
+        if response.status in self.policy.retry_http_codes and await self._retry(leased):
+            return
+        if await self._redirected(leased, request, response):
+            return
+        await self._page(leased, request, response)
+
+    async def _refused(self, leased: LeasedRequest, request: FetchRequest) -> bool:
+        """SSRF guard, then robots.txt: an error item and ``filtered:<reason>`` when refused."""
+        refusal: tuple[str, str, str] | None = None
+        if self.ssrf is not None:
+            message = await self.ssrf(request.url)
+            if message is not None:
+                refusal = ("ForbiddenAddress", message, "ssrf")
+        if refusal is None and self.robots is not None and self.policy.robots_obey:
+            agent = header_dict(request.headers).get("User-Agent", [self.policy.user_agent])[-1]
+            if not await self.robots.allowed(request.url, agent):
+                refusal = ("IgnoreRequest", ROBOTS_MESSAGE, "robots")
+        if refusal is None:
+            return False
+        error_type, message, reason = refusal
+        self.funnel.add(leased.request, f"filtered:{reason}")
+        # refused before the header middlewares ran, as in the Scrapy crawler
+        self._error_item(leased, request, error_type, message, reason,
+                         headers=stored_headers(leased.request))
+        return True
+
+    async def _failed(self, leased: LeasedRequest, request: FetchRequest,
+                      error: FetchError) -> None:
+        self.funnel.add(leased.request, f"fetched:{NO_RESPONSE}")
+        if self.observer is not None:
+            self.observer.failure(leased.domain, request.url, error)
+        if error.retryable and await self._retry(leased):
+            return
+        self.funnel.add(leased.request, "dropped")
+        self._error_item(leased, request, error.error_type, str(error), error.reason)
+
+    def _error_item(self, leased: LeasedRequest, request: FetchRequest, error_type: str,
+                    message: str, reason: str,
+                    headers: dict[str, list[str]] | None = None) -> None:
+        self.send(items.failed_item(
+            url=request.url, error_type=error_type, message=message, reason=reason,
+            request_headers=header_dict(request.headers) if headers is None else headers,
+            meta=leased.request, now_s=self.now_s()))
+        self.leases.finish(leased.lease_id)
+
+    async def _retry(self, leased: LeasedRequest) -> bool:
+        """Queue the request again with ``retry_times + 1`` at lower priority (ONE round trip)
+        and finish its lease; False when retries are used up or Redis is unreachable (the
+        caller then produces the final item)."""
+        stored = leased.request
+        if stored.get("meta", {}).get("dont_retry") \
+                or int(stored.get("retry_times") or 0) >= self.policy.retry_times:
+            return False
+        retry = {**stored, "retry_times": int(stored.get("retry_times") or 0) + 1,
+                 "priority": int(stored.get("priority") or 0) + self.policy.retry_priority_adjust,
+                 "dont_filter": True}
+        try:
+            await self.frontier.enqueue_many([retry], dedupe=False, funnel=False)
+        except Exception:  # noqa: BLE001 - Redis down: the item is produced instead
+            return False
+        self.funnel.add(stored, "retried")
+        self.leases.finish(leased.lease_id)
+        return True
+
+    async def _redirected(self, leased: LeasedRequest, request: FetchRequest,
+                          response: FetchResponse) -> bool:
+        location = last_header(response.headers, "Location")
+        if response.status not in REDIRECT_STATUSES or location is None:
+            return False
+        target = redirect_target(request.url, location)
+        if urlsplit(target).scheme not in ("http", "https"):
+            return False
+        stored = leased.request
+        times = int(stored.get("redirect_times") or 0) + 1
+        if times > self.policy.redirect_max_times:
+            self.funnel.add(stored, "dropped")
+            self._error_item(leased, request, "IgnoreRequest", items.MAX_REDIRECTS_MESSAGE,
+                             "too_many_redirects")
+            return True
+        queued = {**stored, "url": target, "redirect_times": times,
+                  "headers": redirect_headers(request, target),
+                  "priority": int(stored.get("priority") or 0)
+                  + self.policy.redirect_priority_adjust}
+        if await self._enqueue(leased, [queued], dedupe=False, url=request.url):
+            self.leases.finish(leased.lease_id)
+        return True
+
+    async def _page(self, leased: LeasedRequest, request: FetchRequest,
+                    response: FetchResponse) -> None:
+        stored = leased.request
+        extracted = self.extractor(
+            response.body, url=request.url,
+            content_type=last_header(response.headers, "Content-Type"),
+            content_disposition=last_header(response.headers, "Content-Disposition"),
+            max_links=self.policy.max_links)
+        selection = select_links(extracted.links, stored, self.now_s(), dropped=extracted.dropped)
+        base = crawl_meta.inherit(stored, {})
+        if selection.follow:
+            base["priority"] = crawl_meta.child_priority(stored)
+            links = [{**base, "url": link.url} for link in selection.follow]
+            if not await self._enqueue(leased, links, dedupe=True, url=request.url):
+                return
+        if selection.filtered:
+            self.funnel.add_filtered(base, selection.filtered)
+        self.send(items.page_item(
+            url=request.url, response_url=response.url, status=response.status,
+            response_headers=response_header_dict(response),
+            request_headers=header_dict(request.headers), body=response.body,
+            encoding=extracted.encoding, links=extracted.links, meta=stored,
+            now_s=self.now_s(), base64_body=self.policy.base64_body,
+            links_dropped=extracted.dropped))
+        self.leases.finish(leased.lease_id)
+
+    async def _enqueue(self, leased: LeasedRequest, requests: list[dict[str, Any]], *,
+                       dedupe: bool, url: str) -> bool:
+        """ONE round trip; False (the lease given back) when Redis is unreachable."""
+        try:
+            await self.frontier.enqueue_many(requests, dedupe=dedupe)
+        except Exception as exc:
+            if not is_redis_outage(exc):
+                raise
+            if self.leases.give_back(leased.lease_id) and self.on_give_back is not None:
+                self.on_give_back(exc, url)
+            return False
+        return True
+
+
+def redirect_target(url: str, location: str) -> str:
+    """Scrapy's RedirectMiddleware target: quoted, joined, the fragment kept."""
+    safe = safe_url_string(location.encode("latin-1"))
+    if location.startswith("//"):
+        safe = urlsplit(url).scheme + "://" + safe.lstrip("/")
+    target = urljoin(url, safe)
+    fragment = urlsplit(url).fragment
+    if fragment and not urlsplit(target).fragment:
+        target = urljoin(target, f"#{fragment}")
+    return target
+
+
+def redirect_headers(request: FetchRequest, target: str) -> dict[str, list[str]]:
+    """The headers Scrapy's RedirectMiddleware gives the target (and the Scrapy scheduler
+    stores with it): those sent, less ``Cookie`` to another host or a downgraded scheme and
+    ``Authorization`` to another origin, with the ``Referer`` of the default policy."""
+    headers = header_dict(request.headers)
+    source, moved = urlsplit(request.url), urlsplit(target)
+    ports = {"http": 80, "https": 443}
+    if moved.scheme not in (source.scheme, "https") or source.hostname != moved.hostname:
+        headers.pop("Cookie", None)
+    if (source.scheme, source.hostname, source.port or ports.get(source.scheme)) != \
+            (moved.scheme, moved.hostname, moved.port or ports.get(moved.scheme)):
+        headers.pop("Authorization", None)
+    headers.pop("Referer", None)
+    referer = _referer(request.url, target)
+    if referer is not None:
+        headers["Referer"] = [referer]
+    return headers
+
+
+def _referer(source: str, target: str) -> str | None:
+    """The Referer Scrapy's default policy puts on a redirect (none from https to http)."""
+    from scrapy.utils.url import strip_url
+
+    if urlsplit(source).scheme == "https" and urlsplit(target).scheme != "https":
+        return None
+    return strip_url(source, strip_credentials=True, strip_fragment=True)
+
+
+def response_header_dict(response: FetchResponse) -> dict[str, list[str]]:
+    """Response headers as the Scrapy crawler reports them: ``Content-Length`` first when the
+    length is known (Scrapy's HTTP/1.1 handler), then the others title-cased and grouped,
+    connection-control headers left out (Twisted), Content-Encoding dropped once decoded."""
+    from scrapy_cluster.crawler.fast.fetch import CONNECTION_HEADERS
+
+    result: dict[str, list[str]] = {}
+    length = last_header(response.headers, "Content-Length")
+    chunked = "chunked" in (last_header(response.headers, "Transfer-Encoding") or "").lower()
+    if length is not None and length.strip().isdigit() and not chunked:
+        result["Content-Length"] = [str(int(length))]
+    kept = [(name, value) for name, value in response.headers
+            if name.lower() not in CONNECTION_HEADERS
+            and not (name.lower() == "content-encoding" and response.content_encodings)]
+    result.update(header_dict(kept))
+    return result

@@ -1,0 +1,297 @@
+"""The fast engine end to end: ``scrapy-cluster crawler --engine fast`` processes, a real
+redis-server, the real bus (both backends) and the generated test site."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from scrapy_cluster import keys
+from scrapy_cluster.bus import create_bus, topics
+from scrapy_cluster.frontier import Frontier
+from scrapy_cluster.settings import load_settings
+from scrapy_cluster.testing.hostile import HostileSizes
+from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from tests.support.services import free_port
+
+pytestmark = pytest.mark.integration
+
+COLLECT_TIMEOUT_S = 40.0
+QUIET_S = 1.0
+PREFIX = "fastengine"
+
+
+class FastCluster:
+    """Crawler processes sharing one Redis and one bus, crawling ``site``."""
+
+    def __init__(self, workdir: Path, redis_url: str, bus: dict[str, Any],
+                 site: SiteServer) -> None:
+        self.workdir, self.site = workdir, site
+        self.client = redis.Redis.from_url(redis_url)
+        overrides = {"REDIS_URL": redis_url, "KAFKA_TOPIC_PREFIX": PREFIX, **bus}
+        self.settings = load_settings("crawler", environ={}, overrides=overrides)
+        self.frontier = Frontier.from_settings(self.settings, self.client)
+        self.env = {**os.environ, **{k: str(v) for k, v in overrides.items()},
+                    "CRAWLER_ALLOW_PRIVATE_NETWORKS": "true", "QUEUE_WINDOW": "0",
+                    "SCHEDULER_IP_ENABLED": "false", "PUBLIC_IP_URL": "http://127.0.0.1:1/",
+                    "SC_LOG_LEVEL": "WARNING", "REDIS_STREAM_LINGER_MS": "5",
+                    "RETRY_TIMES": "2", "DOWNLOAD_TIMEOUT": "10", "STATS_CYCLE": "1"}
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self, engine: str = "fast", **env: str) -> subprocess.Popen[bytes]:
+        log = open(self.workdir / f"crawler-{engine}-{len(self.processes)}.log", "ab")  # noqa: SIM115
+        before = set(self.client.scan_iter("stats:crawler:self:*"))
+        process = subprocess.Popen(
+            [sys.executable, "-m", "scrapy_cluster", "crawler", "--engine", engine,
+             "--spider", "link"], env={**self.env, **env}, cwd=self.workdir, stdout=log,
+            stderr=log, start_new_session=True)
+        self.processes.append(process)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise AssertionError(f"crawler exited with {process.returncode}")
+            if set(self.client.scan_iter("stats:crawler:self:*")) - before:
+                return process
+            time.sleep(0.1)
+        raise AssertionError("crawler sent no heartbeat within 30 s")
+
+    def stop(self, process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> int:
+        if process.poll() is None:
+            os.killpg(process.pid, sig)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+        return process.returncode
+
+    def feed(self, url: str, **fields: Any) -> str:
+        crawlid = uuid.uuid4().hex
+        request = {"url": url, "appid": "test", "crawlid": crawlid, "spiderid": "link",
+                   "priority": 5, **fields}
+        assert self.frontier.enqueue_many([request], dedupe=True).queued == 1
+        return crawlid
+
+    def collect(self, crawlid: str, expected: set[str], *, quiet_s: float = QUIET_S,
+                count: int = 0) -> list[dict]:
+        """Items of ``crawlid`` until every expected URL (and at least ``count`` items) came
+        and the bus went quiet."""
+        bus = create_bus(self.settings)
+        consumer = bus.consumer([topics.crawled_firehose(PREFIX)], group=crawlid,
+                                from_beginning=True)
+        found: list[dict] = []
+        deadline, quiet_until = time.monotonic() + COLLECT_TIMEOUT_S, None
+        try:
+            while time.monotonic() < deadline:
+                messages = consumer.poll(200, 0.2)
+                found += [m.value for m in messages
+                          if m.value and m.value.get("crawlid") == crawlid]
+                if quiet_until is None and len(found) >= count \
+                        and expected <= {item["url"] for item in found}:
+                    quiet_until = time.monotonic() + quiet_s
+                if quiet_until is not None and time.monotonic() >= quiet_until:
+                    break
+        finally:
+            consumer.close()
+            bus.close()
+        return found
+
+    def crawl(self, url: str, expected: set[str], **fields: Any) -> tuple[str, list[dict]]:
+        crawlid = self.feed(url, **fields)
+        return crawlid, self.collect(crawlid, expected)
+
+    def settled(self, crawlid: str, timeout_s: float = 10.0) -> dict[str, Any]:
+        """The crawl's info once nothing is leased any more (acks follow the bus flush)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            info = self.frontier.crawl_info("link", "test", crawlid).as_dict()
+            leases = self.client.zcard(keys.frontier_leases())
+            if (info["in_flight"] == 0 and leases == 0) or time.monotonic() > deadline:
+                return {**info, "leases": leases}
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        for process in self.processes:
+            self.stop(process)
+        self.client.close()
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[SiteServer]:
+    with SiteServer(SiteConfig(huge_page_bytes=300_000, slow_page_s=0.2), free_port()) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def slow_site() -> Iterator[SiteServer]:
+    with SiteServer(SiteConfig(hosts=("127.0.0.5", "127.0.0.6"), page_delay_s=0.5),
+                    free_port()) as server:
+        yield server
+
+
+def make_cluster(tmp_path: Path, redis_url: str, bus: dict[str, Any],
+                 site: SiteServer) -> Iterator[FastCluster]:
+    cluster = FastCluster(tmp_path, redis_url, bus, site)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, redis_client: redis.Redis, redis_url: str,
+            bus_backend: tuple[str, dict[str, Any]], site: SiteServer) -> Iterator[FastCluster]:
+    """One test per bus backend, on a flushed Redis."""
+    yield from make_cluster(tmp_path, redis_url, bus_backend[1], site)
+
+
+@pytest.fixture
+def redis_cluster(tmp_path: Path, redis_client: redis.Redis, redis_url: str,
+                  site: SiteServer) -> Iterator[FastCluster]:
+    """The Redis Streams bus only (for the tests whose subject is not the bus)."""
+    yield from make_cluster(tmp_path, redis_url, {"BUS_BACKEND": "redis"}, site)
+
+
+def test_depth_two_crawl_fetches_each_expected_page_once_and_leaves_nothing_queued(
+        cluster: FastCluster) -> None:
+    cluster.start()
+    seed = cluster.site.site.url("127.0.0.2", "/p/0.html")
+    expected = cluster.site.site.expected_urls(seed, 2)
+    crawlid, items = cluster.crawl(seed, expected, maxdepth=2)
+    info = cluster.settled(crawlid)
+    assert (Counter(item["url"] for item in items), info["total_pending"], info["in_flight"],
+            info["leases"]) == (Counter(dict.fromkeys(expected, 1)), 0, 0, 0)
+
+
+def test_the_funnel_and_the_status_stats_count_fetches_and_deliveries(
+        redis_cluster: FastCluster) -> None:
+    redis_cluster.start()
+    seed = redis_cluster.site.site.url("127.0.0.3", "/p/0.html")
+    expected = redis_cluster.site.site.expected_urls(seed, 1)
+    crawlid, _ = redis_cluster.crawl(seed, expected, maxdepth=1)
+    redis_cluster.settled(crawlid)
+    funnel = redis_cluster.frontier.crawl_funnels("link", [crawlid])[crawlid]
+    status_key = keys.crawler_domain_last_statuses("127.0.0.3")
+    deadline = time.monotonic() + 10  # statuses are written every STATS_CYCLE (1 s here)
+    while b"200" not in redis_cluster.client.lrange(status_key, 0, -1) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert (funnel.fetched, funnel.delivered, funnel.filtered.get("maxdepth", 0) > 0,
+            b"200" in redis_cluster.client.lrange(status_key, 0, -1)) == \
+        ({"200": len(expected)}, len(expected), True, True)
+
+
+def comparable(item: dict[str, Any]) -> dict[str, Any]:
+    """An item without what differs between two fetches of one page (time, crawl id, the
+    server's Date header)."""
+    headers = {k: v for k, v in (item.get("response_headers") or {}).items() if k != "Date"}
+    return {**item, "timestamp": None, "crawlid": None, "response_headers": headers}
+
+
+def test_items_equal_the_scrapy_crawlers_for_the_same_pages(redis_cluster: FastCluster) -> None:
+    seed = redis_cluster.site.site.url("127.0.0.2", "/special/index.html")
+    specials = {redis_cluster.site.site.url("127.0.0.2", path) for path in (
+        "/special/index.html", "/special/missing.html", "/special/error500.html",
+        "/special/latin1.html", "/special/huge.html", "/private/secret.html")}
+    by_engine = {}
+    for engine in ("fast", "scrapy"):
+        process = redis_cluster.start(engine)
+        _, items = redis_cluster.crawl(seed, specials, maxdepth=1)
+        redis_cluster.stop(process)
+        by_engine[engine] = {item["url"]: comparable(item) for item in items}
+    assert by_engine["fast"] == by_engine["scrapy"]
+
+
+def test_sigterm_exits_0_and_releases_the_held_leases(
+        tmp_path: Path, redis_client: redis.Redis, redis_url: str,
+        slow_site: SiteServer) -> None:
+    for cluster in make_cluster(tmp_path, redis_url, {"BUS_BACKEND": "redis"}, slow_site):
+        process = cluster.start(CRAWLER_CONCURRENCY="4")
+        seed = slow_site.site.url("127.0.0.5", "/p/0.html")
+        crawlid = cluster.feed(seed, maxdepth=3)
+        deadline = time.monotonic() + 20
+        while cluster.client.zcard(keys.frontier_leases()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        held = cluster.client.zcard(keys.frontier_leases())
+        code = cluster.stop(process)
+        info = cluster.frontier.crawl_info("link", "test", crawlid).as_dict()
+        assert (held >= 2, code, cluster.client.zcard(keys.frontier_leases()),
+                info["in_flight"], info["total_pending"] > 0) == (True, 0, 0, 0, True)
+
+
+def test_a_killed_crawlers_pages_are_crawled_by_another_once_its_leases_expire(
+        tmp_path: Path, redis_client: redis.Redis, redis_url: str,
+        slow_site: SiteServer) -> None:
+    for cluster in make_cluster(tmp_path, redis_url, {"BUS_BACKEND": "redis"}, slow_site):
+        env = {"LEASE_TIMEOUT": "2", "CRAWLER_CONCURRENCY": "4"}
+        first = cluster.start(**env)
+        seed = slow_site.site.url("127.0.0.5", "/p/0.html")
+        expected = slow_site.site.expected_urls(seed, 2)
+        crawlid = cluster.feed(seed, maxdepth=2)
+        deadline = time.monotonic() + 20
+        while cluster.client.zcard(keys.frontier_leases()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cluster.stop(first, signal.SIGKILL)
+        held = cluster.client.zcard(keys.frontier_leases())
+        cluster.start(**env)
+        items = cluster.collect(crawlid, expected)
+        info = cluster.settled(crawlid)
+        assert (held > 0, {item["url"] for item in items}, info["leases"]) == \
+            (True, expected, 0)
+
+
+def test_the_fast_engine_refuses_the_wandering_spider(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "scrapy_cluster", "crawler", "--engine", "fast", "--spider",
+         "wandering"], env={**os.environ, "REDIS_URL": "redis://127.0.0.1:1/0"},
+        cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, "only the 'link' spider" in result.stderr) == (1, True)
+
+
+HOSTILE_HOST = "127.0.0.7"
+HOSTILE = ("/hostile/redirect-loop-a.html", "/hostile/redirect-loopback.html",
+           "/hostile/redirect-metadata.html", "/hostile/bad-utf8.html",
+           "/hostile/bogus-charset.html", "/hostile/mixed-encoding.html", "/hostile/large.html",
+           "/hostile/large-chunked.html", "/hostile/gzip-bomb.html", "/hostile/many-links.html")
+
+
+def outcome(item: dict[str, Any]) -> dict[str, Any]:
+    """What must be equal between engines: the whole page item; for an error item all but the
+    message of a download cut at DOWNLOAD_MAXSIZE (aiohttp's and Twisted's words differ)."""
+    error = item.get("error")
+    if error is not None and error["reason"] == "too_large":
+        return {**comparable(item), "error": {**error, "message": None}}
+    return comparable(item)
+
+
+def test_hostile_pages_give_the_scrapy_crawlers_items(tmp_path: Path, redis_client: redis.Redis,
+                                                      redis_url: str) -> None:
+    sizes = HostileSizes(bomb_bytes=8_000_000, many_links=3_000, large_body_bytes=3_000_000)
+    env = {"CRAWLER_ALLOW_PRIVATE_NETWORKS": "false", "DOWNLOAD_MAXSIZE": "1000000",
+           "CRAWLER_ALLOWED_PRIVATE_NETWORKS": f'["{HOSTILE_HOST}/32"]',
+           "REDIRECT_MAX_TIMES": "3"}
+    with SiteServer(SiteConfig(hosts=(HOSTILE_HOST,), hostile=sizes), free_port()) as site:
+        for cluster in make_cluster(tmp_path, redis_url, {"BUS_BACKEND": "redis"}, site):
+            by_engine = {}
+            for engine in ("fast", "scrapy"):
+                process = cluster.start(engine, **env)
+                crawlid = uuid.uuid4().hex
+                cluster.frontier.enqueue_many(
+                    [{"url": site.site.url(HOSTILE_HOST, path), "appid": "test",
+                      "crawlid": crawlid, "spiderid": "link", "priority": 5} for path in HOSTILE],
+                    dedupe=True)
+                items = cluster.collect(crawlid, set(), count=len(HOSTILE))
+                cluster.stop(process)
+                by_engine[engine] = {item["url"]: outcome(item) for item in items}
+            assert by_engine["fast"] == by_engine["scrapy"]

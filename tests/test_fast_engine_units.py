@@ -1,0 +1,504 @@
+"""The fast engine's logic with an injected fetcher (our own ``Fetcher`` seam).
+
+Pure tests compare what the fast engine builds with what the Scrapy crawler's own code builds
+for the same page. Tests marked ``integration`` run the page logic and the engine loop against
+a real redis-server (the real ``AsyncFrontier``); only the HTTP client is replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from scrapy.downloadermiddlewares.defaultheaders import DefaultHeadersMiddleware
+from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
+from scrapy.downloadermiddlewares.useragent import UserAgentMiddleware
+from scrapy.http import Request
+from scrapy.http.headers import Headers
+from scrapy.responsetypes import responsetypes
+from scrapy.utils.test import get_crawler
+
+from scrapy_cluster import keys
+from scrapy_cluster.crawler import items
+from scrapy_cluster.crawler.fast.app import build_politeness, ssrf_check
+from scrapy_cluster.crawler.fast.engine import FastEngine
+from scrapy_cluster.crawler.fast.extract import LxmlExtractor
+from scrapy_cluster.crawler.fast.fetch import (
+    AiohttpFetcher,
+    FetchError,
+    FetchRequest,
+    FetchResponse,
+    too_large,
+)
+from scrapy_cluster.crawler.fast.leases import AsyncLeaseBook
+from scrapy_cluster.crawler.fast.pages import (
+    PageProcessor,
+    redirect_target,
+    response_header_dict,
+)
+from scrapy_cluster.crawler.fast.policy import PagePolicy
+from scrapy_cluster.crawler.fast.politeness import Politeness
+from scrapy_cluster.crawler.fast.requests import build_request, header_dict, last_header
+from scrapy_cluster.crawler.fast.robots import RobotsCache
+from scrapy_cluster.crawler.funnel import FunnelCounter
+from scrapy_cluster.crawler.links import page_links
+from scrapy_cluster.crawler.middlewares import CrawlCookiesMiddleware
+from scrapy_cluster.crawler.serialization import request_from_dict
+from scrapy_cluster.crawler.spiders.link import LinkSpider
+from scrapy_cluster.frontier import AsyncFrontier, DispatchView
+from scrapy_cluster.frontier.model import LeasedRequest
+from scrapy_cluster.settings import load_settings
+from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from tests.support.services import free_port
+
+POLICY = PagePolicy.from_settings(load_settings("crawler", environ={}, overrides={
+    "CRAWLER_ALLOW_PRIVATE_NETWORKS": True, "RETRY_TIMES": 2, "REDIRECT_MAX_TIMES": 3}))
+VIEW = DispatchView("link")
+PAGE_URL = "http://example.com/dir/page.html"
+PAGE = (b'<html><head><base href="/sub/"></head><body><a href="a.html">A</a>'
+        b'<a href="http://other.org/b c">B</a><a href="/x/doc.pdf">pdf</a>'
+        b'<a href="mailto:x@y">m</a></body></html>')
+HEADERS = (("content-type", "text/html; charset=utf-8"), ("Set-Cookie", "a=1"),
+           ("set-cookie", "b=2"), ("Content-Length", str(len(PAGE))), ("Connection", "keep-alive"))
+CRAWL = {"appid": "app", "crawlid": "c1", "spiderid": "link", "attrs": {"k": 1},
+         "priority": 5, "maxdepth": 2, "curdepth": 0, "useragent": "ua/1", "cookie": "s=1"}
+
+
+# --- the same item as the Scrapy crawler ----------------------------------------------------
+
+
+def scrapy_request(stored: Mapping[str, Any]) -> Request:
+    """The request the Scrapy crawler sends for ``stored``, through its header middlewares."""
+    request = request_from_dict(stored, LinkSpider())
+    DefaultHeadersMiddleware(POLICY.default_headers).process_request(request)
+    UserAgentMiddleware(POLICY.user_agent).process_request(request)
+    HttpCompressionMiddleware.from_crawler(get_crawler()).process_request(request)
+    CrawlCookiesMiddleware().process_request(request)
+    return request
+
+
+def scrapy_item(stored: Mapping[str, Any], status: int, headers: tuple[tuple[str, str], ...],
+                body: bytes) -> dict[str, Any]:
+    request = scrapy_request(stored)
+    raw = Headers()  # as Scrapy's HTTP/1.1 handler: the length first, no connection headers
+    raw["Content-Length"] = str(len(body))
+    for name, value in headers:
+        if name.lower() not in ("content-length", "connection"):
+            raw.appendlist(name, value)
+    cls = responsetypes.from_args(headers=raw, url=request.url, body=body)
+    response = cls(url=request.url, status=status, headers=raw, body=body, request=request)
+    found = page_links(response, max_links=POLICY.max_links)
+    return items.response_item(response, found.links, now_s=0.0, base64_body=False,
+                               links_dropped=found.dropped)
+
+
+def fast_item(stored: Mapping[str, Any], status: int, headers: tuple[tuple[str, str], ...],
+              body: bytes) -> dict[str, Any]:
+    request = build_request(stored, POLICY)
+    response = FetchResponse(request.url, status, headers, body)
+    found = LxmlExtractor()(body, url=request.url,
+                            content_type=last_header(headers, "Content-Type"),
+                            content_disposition=None, max_links=POLICY.max_links)
+    return items.page_item(url=request.url, response_url=response.url, status=status,
+                           response_headers=response_header_dict(response),
+                           request_headers=header_dict(request.headers), body=body,
+                           encoding=found.encoding, links=found.links, meta=stored, now_s=0.0,
+                           base64_body=False, links_dropped=found.dropped)
+
+
+def test_page_item_equals_the_scrapy_crawlers_for_the_same_page() -> None:
+    stored = {**CRAWL, "url": PAGE_URL}
+    assert fast_item(stored, 200, HEADERS, PAGE) == scrapy_item(stored, 200, HEADERS, PAGE)
+
+
+def test_request_headers_equal_the_scrapy_middlewares_output() -> None:
+    stored = {**CRAWL, "url": "http://example.com/é?q=1", "cookies": {"c": "3"}}
+    request = build_request(stored, POLICY)
+    assert (request.url, header_dict(request.headers)) == \
+        (scrapy_request(stored).url, items.headers_to_dict(scrapy_request(stored).headers))
+
+
+def test_error_item_equals_the_scrapy_crawlers_error_item() -> None:
+    from scrapy.exceptions import IgnoreRequest
+
+    stored = {**CRAWL, "url": PAGE_URL, "retry_times": 2}
+    request = build_request(stored, POLICY)
+    fast = items.failed_item(url=request.url, error_type="IgnoreRequest",
+                             message=items.MAX_REDIRECTS_MESSAGE, reason="too_many_redirects",
+                             request_headers=header_dict(request.headers), meta=stored,
+                             now_s=0.0)
+    assert fast == items.error_item(scrapy_request(stored),
+                                    IgnoreRequest(items.MAX_REDIRECTS_MESSAGE), now_s=0.0)
+
+
+def test_extracted_links_and_encoding_equal_scrapys_for_undeclared_latin1() -> None:
+    body = b'<html><a href="caf\xe9.html">caf\xe9</a></html>'
+    headers = (("Content-Type", "text/html"),)
+    stored = {**CRAWL, "url": PAGE_URL}
+    fast, scrapy = fast_item(stored, 200, headers, body), scrapy_item(stored, 200, headers, body)
+    assert (fast["links"], fast["encoding"]) == (scrapy["links"], scrapy["encoding"])
+
+
+def test_redirect_target_is_joined_and_keeps_the_fragment() -> None:
+    assert redirect_target("http://a.org/x/y.html#top", "../z.html") == "http://a.org/z.html#top"
+
+
+def test_a_domain_gets_at_most_its_share_of_the_slots() -> None:
+    engine = FastEngine(None, None, None, view=lambda: VIEW, slots=8,  # type: ignore[arg-type]
+                        per_domain=4, ack_flush_s=1, reap_interval_s=1)
+    shares = []
+    for domain in ("a.org", "b.org", "c.org"):
+        engine._waiting[domain].append((None, None))  # type: ignore[arg-type]
+        shares.append(engine.domain_cap())
+    assert shares == [4, 4, 2]
+
+
+def test_ssrf_check_refuses_loopback_with_the_scrapy_crawlers_message() -> None:
+    message = asyncio.run(ssrf_check(())("http://127.0.0.1:8080/x"))
+    assert message is not None and message.startswith(
+        "refused http://127.0.0.1:8080/x: 127.0.0.1 is a loopback address (127.0.0.1)")
+
+
+def test_robots_txt_is_read_once_per_host_and_obeyed() -> None:
+    fetched: list[str] = []
+
+    async def fetch(request: FetchRequest) -> FetchResponse:
+        fetched.append(request.url)
+        return FetchResponse(request.url, 200, (), b"User-agent: *\nDisallow: /private/\n")
+
+    async def run() -> list[bool]:
+        robots = RobotsCache(fetch)
+        return [await robots.allowed(url, "ua") for url in
+                ("http://a.org/p.html", "http://a.org/private/s.html", "http://a.org/q.html")]
+
+    assert (asyncio.run(run()), fetched) == ([True, False, True], ["http://a.org/robots.txt"])
+
+
+# --- the real HTTP client against the test site ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[SiteServer]:
+    with SiteServer(SiteConfig(huge_page_bytes=200_000, slow_page_s=2.0), free_port()) as server:
+        yield server
+
+
+def fetch_once(url: str, *, timeout_s: float = 5.0, max_bytes: int = 0) -> FetchResponse:
+    async def run() -> FetchResponse:
+        fetcher = AiohttpFetcher(connections=2)
+        try:
+            return await fetcher.fetch(FetchRequest(url), timeout_s=timeout_s,
+                                       max_bytes=max_bytes)
+        finally:
+            await fetcher.close()
+
+    return asyncio.run(run())
+
+
+@pytest.mark.integration
+def test_fetcher_stops_reading_at_download_maxsize(site: SiteServer) -> None:
+    with pytest.raises(FetchError) as raised:
+        fetch_once(site.site.url("127.0.0.2", "/special/huge.html"), max_bytes=10_000)
+    assert (raised.value.reason, raised.value.retryable) == ("too_large", False)
+
+
+@pytest.mark.integration
+def test_fetcher_gives_up_after_download_timeout(site: SiteServer) -> None:
+    with pytest.raises(FetchError) as raised:
+        fetch_once(site.site.url("127.0.0.2", "/special/slow.html"), timeout_s=0.3)
+    assert (raised.value.error_type, raised.value.reason) == ("DownloadTimeoutError", "timeout")
+
+
+@pytest.mark.integration
+def test_fetcher_reports_a_refused_connection() -> None:
+    with pytest.raises(FetchError) as raised:
+        fetch_once(f"http://127.0.0.2:{free_port('127.0.0.2')}/x")
+    assert raised.value.error_type == "DownloadConnectionRefusedError"
+
+
+# --- the page logic on a real frontier ------------------------------------------------------
+
+
+class SiteFetcher:
+    """Our ``Fetcher`` seam answering from a dict: url -> response or error."""
+
+    def __init__(self, answers: Mapping[str, FetchResponse | FetchError]) -> None:
+        self.answers = answers
+        self.fetched: list[str] = []
+
+    async def fetch(self, request: FetchRequest, *, timeout_s: float,
+                    max_bytes: int) -> FetchResponse:
+        self.fetched.append(request.url)
+        answer = self.answers.get(request.url, FetchResponse(request.url, 404, (), b"missing"))
+        if isinstance(answer, FetchError):
+            raise answer
+        return answer
+
+    async def close(self) -> None:
+        return None
+
+
+def html(url: str, *links: str, status: int = 200) -> FetchResponse:
+    body = "".join(f'<a href="{link}">{link}</a>' for link in links).encode()
+    return FetchResponse(url, status, (("Content-Type", "text/html"),), body)
+
+
+class Rig:
+    """A processor on a real AsyncFrontier; items collected in a list (our ``send`` seam)."""
+
+    def __init__(self, redis_url: str, answers: Mapping[str, FetchResponse | FetchError], *,
+                 policy: PagePolicy = POLICY, robots: RobotsCache | None = None) -> None:
+        self.client = redis.asyncio.Redis.from_url(redis_url)
+        settings = load_settings("crawler", environ={}, overrides={"QUEUE_WINDOW": 0})
+        self.frontier = AsyncFrontier.from_settings(settings, self.client)
+        self.funnel = FunnelCounter()
+        self.leases = AsyncLeaseBook(self.frontier, logger=__import__("logging").getLogger(),
+                                     funnel=self.funnel)
+        self.items: list[dict[str, Any]] = []
+        self.fetcher = SiteFetcher(answers)
+        self.processor = PageProcessor(
+            fetcher=self.fetcher, extractor=LxmlExtractor(), frontier=self.frontier,
+            leases=self.leases, send=self.items.append, funnel=self.funnel, policy=policy,
+            robots=robots)
+
+    async def seed(self, url: str, **fields: Any) -> None:
+        await self.frontier.enqueue_many([{**CRAWL, "url": url, **fields}], dedupe=True)
+
+    async def pop(self, n: int = 100) -> list[LeasedRequest]:
+        result = await self.frontier.pop(VIEW, n)
+        for leased in result.requests:
+            self.leases.hold(leased.lease_id, leased.request)
+        return result.requests
+
+    async def crawl_one(self) -> list[LeasedRequest]:
+        """Pop one request, process it, ack: the requests it left queued, popped."""
+        (leased,) = await self.pop(1)
+        await self.processor.process(leased)
+        await self.leases.flush()
+        return await self.pop()
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+def run_rig(redis_url: str, answers: Mapping[str, FetchResponse | FetchError],
+            scenario: Any, **kwargs: Any) -> Any:
+    async def run() -> Any:
+        rig = Rig(redis_url, answers, **kwargs)
+        try:
+            return await scenario(rig)
+        finally:
+            await rig.close()
+
+    return asyncio.run(run())
+
+
+@pytest.mark.integration
+def test_page_links_are_filtered_queued_and_the_item_produced(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    seed = "http://a.org/p.html"
+    answers = {seed: html(seed, "/q.html", "http://b.org/x.html", "/doc.pdf", "/q.html")}
+
+    async def scenario(rig: Rig) -> Any:
+        await rig.seed(seed, allowed_domains=["a.org"])
+        queued = await rig.crawl_one()
+        return ([(q.request["url"], q.request["curdepth"], q.request["priority"])
+                 for q in queued], [i["url"] for i in rig.items])
+
+    assert run_rig(redis_url, answers, scenario) == \
+        ([("http://a.org/q.html", 1, -5)], [seed])
+
+
+@pytest.mark.integration
+def test_links_of_a_page_at_maxdepth_are_counted_not_queued(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    seed = "http://a.org/p.html"
+
+    async def scenario(rig: Rig) -> Any:
+        await rig.seed(seed, maxdepth=1, curdepth=1)
+        queued = await rig.crawl_one()
+        funnel = (await rig.frontier.crawl_funnels("link", ["c1"]))["c1"]
+        return len(queued), funnel.filtered
+
+    assert run_rig(redis_url, {seed: html(seed, "/q.html", "/r.html")}, scenario) == \
+        (0, {"maxdepth": 2})
+
+
+@pytest.mark.integration
+def test_a_redirect_queues_its_target_and_finishes_the_lease(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    seed, target = "http://a.org/old.html", "http://a.org/new.html"
+    answers = {seed: FetchResponse(seed, 301, (("Location", "/new.html"),), b"")}
+
+    async def scenario(rig: Rig) -> Any:
+        await rig.seed(seed)
+        (queued,) = await rig.crawl_one()
+        leases = await rig.client.zcard(keys.frontier_leases())
+        return queued.request["url"], queued.request["redirect_times"], leases, rig.items
+
+    assert run_rig(redis_url, answers, scenario) == (target, 1, 1, [])
+
+
+@pytest.mark.integration
+def test_a_redirect_past_redirect_max_times_yields_a_too_many_redirects_item(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    seed = "http://a.org/loop.html"
+    answers = {seed: FetchResponse(seed, 302, (("Location", "/loop.html"),), b"")}
+
+    async def scenario(rig: Rig) -> Any:
+        await rig.frontier.enqueue_many([{**CRAWL, "url": seed, "redirect_times": 3}])
+        queued = await rig.crawl_one()
+        return len(queued), [(i["url"], i["error"]["reason"]) for i in rig.items]
+
+    assert run_rig(redis_url, answers, scenario) == (0, [(seed, "too_many_redirects")])
+
+
+@pytest.mark.integration
+def test_a_server_error_is_retried_through_the_frontier_then_produces_its_page(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    seed = "http://a.org/e.html"
+
+    async def scenario(rig: Rig) -> Any:
+        await rig.seed(seed)
+        seen = []
+        for _ in range(3):
+            (leased,) = await rig.pop(1)
+            seen.append((leased.request.get("retry_times", 0), leased.request["priority"]))
+            await rig.processor.process(leased)
+        await rig.leases.flush()
+        return seen, [i["status_code"] for i in rig.items], await rig.pop()
+
+    assert run_rig(redis_url, {seed: html(seed, status=500)}, scenario) == \
+        ([(0, 5), (1, 4), (2, 3)], [500], [])
+
+
+@pytest.mark.integration
+def test_a_connection_failure_after_retries_yields_an_error_item(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    seed = "http://a.org/down.html"
+    refused = FetchError("refused", error_type="DownloadConnectionRefusedError")
+
+    async def scenario(rig: Rig) -> Any:
+        await rig.frontier.enqueue_many([{**CRAWL, "url": seed, "retry_times": 2}])
+        await rig.crawl_one()
+        return [(i["error"]["type"], i["error"]["reason"], i["retry_times"]) for i in rig.items]
+
+    assert run_rig(redis_url, {seed: refused}, scenario) == \
+        [("DownloadConnectionRefusedError", "download_failed", 2)]
+
+
+@pytest.mark.integration
+def test_a_body_past_download_maxsize_is_not_retried(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    seed = "http://a.org/big.html"
+
+    async def scenario(rig: Rig) -> Any:
+        await rig.seed(seed)
+        queued = await rig.crawl_one()
+        return len(queued), [(i["error"]["reason"], i["retry_times"]) for i in rig.items]
+
+    assert run_rig(redis_url, {seed: too_large(seed, 10, None)}, scenario) == \
+        (0, [("too_large", 0)])
+
+
+@pytest.mark.integration
+def test_a_page_robots_txt_disallows_yields_a_robots_error_item_unfetched(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    seed = "http://a.org/private/s.html"
+
+    async def robots_txt(request: FetchRequest) -> FetchResponse:
+        return FetchResponse(request.url, 200, (), b"User-agent: *\nDisallow: /private/\n")
+
+    async def scenario(rig: Rig) -> Any:
+        await rig.seed(seed)
+        await rig.crawl_one()
+        funnel = (await rig.frontier.crawl_funnels("link", ["c1"]))["c1"]
+        return ([(i["error"]["message"], i["error"]["reason"]) for i in rig.items],
+                rig.fetcher.fetched, funnel.filtered)
+
+    assert run_rig(redis_url, {}, scenario, robots=RobotsCache(robots_txt)) == \
+        ([("Forbidden by robots.txt", "robots")], [], {"robots": 1})
+
+
+@pytest.mark.integration
+def test_unreachable_redis_while_queueing_links_gives_the_lease_back(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    seed = "http://a.org/p.html"
+
+    async def scenario(rig: Rig) -> Any:
+        await rig.seed(seed)
+        (leased,) = await rig.pop(1)
+        down = redis.asyncio.Redis(port=free_port(), socket_connect_timeout=0.5)
+        rig.processor.frontier = AsyncFrontier(down, rig.frontier.calls)
+        await rig.processor.process(leased)
+        await down.aclose()
+        await rig.leases.flush()
+        return rig.items, [q.request["url"] for q in await rig.pop()]
+
+    assert run_rig(redis_url, {seed: html(seed, "/q.html")}, scenario) == ([], [seed])
+
+
+@pytest.mark.integration
+def test_the_engine_crawls_a_small_site_once_and_acks_every_lease(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    pages = {f"http://a.org/{n}.html": [f"/{(n + 1) % 6}.html", f"/{(n + 2) % 6}.html"]
+             for n in range(6)}
+    answers = {url: html(url, *links) for url, links in pages.items()}
+
+    async def scenario(rig: Rig) -> Any:
+        await rig.seed("http://a.org/0.html", maxdepth=5)
+        engine = FastEngine(rig.frontier, rig.processor, rig.leases, view=lambda: VIEW,
+                            slots=4, per_domain=2, ack_flush_s=0.02, reap_interval_s=1)
+        task = asyncio.create_task(engine.run())
+        for _ in range(3000):  # at most ~30 s
+            if len(rig.items) >= len(pages):
+                break
+            await asyncio.sleep(0.01)
+        engine.stop()
+        await task
+        return (sorted(i["url"] for i in rig.items), await rig.client.zcard(
+            keys.frontier_leases()), (await rig.frontier.crawl_info("link", "app", "c1")).as_dict())
+
+    urls, leases, info = run_rig(redis_url, answers, scenario)
+    assert (urls, leases, info["total_pending"], info["in_flight"]) == \
+        (sorted(pages), 0, 0, 0)
+
+
+def politeness_for(rig: Rig, client: redis.Redis) -> Politeness:
+    settings = load_settings("crawler", environ={}, overrides={"QUEUE_WINDOW": 0})
+    return build_politeness(settings, POLICY, rig.frontier, lambda: VIEW, client)
+
+
+@pytest.mark.integration
+def test_a_429_with_retry_after_pauses_its_domain_for_the_cluster(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    seed = "http://a.org/busy.html"
+    answers = {seed: FetchResponse(seed, 429, (("Retry-After", "30"),), b"")}
+
+    async def scenario(rig: Rig) -> Any:
+        rig.processor.politeness = politeness_for(rig, redis_client)
+        await rig.frontier.enqueue_many([{**CRAWL, "url": seed, "retry_times": 2}])
+        await rig.crawl_one()
+        return [i["status_code"] for i in rig.items]
+
+    assert run_rig(redis_url, answers, scenario) == [429]
+    assert redis_client.hexists(keys.domain_paused(), "a.org")
+
+
+@pytest.mark.integration
+def test_a_robots_crawl_delay_slows_the_domain_for_the_cluster(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    async def robots_txt(request: FetchRequest) -> FetchResponse:
+        return FetchResponse(request.url, 200, (), b"User-agent: *\nCrawl-delay: 3\n")
+
+    async def scenario(rig: Rig) -> Any:
+        politeness = politeness_for(rig, redis_client)
+        robots = RobotsCache(robots_txt, on_parsed=politeness.robots_parsed)
+        return await robots.allowed("http://www.a.org/p.html", "ua")
+
+    assert run_rig(redis_url, {}, scenario) is True
+    assert redis_client.hexists(keys.domain_throttle_config(), "a.org")
