@@ -343,9 +343,13 @@ def test_up_verbose_shows_every_child_line_on_the_terminal_too(tmp_path: Path) -
         up.interrupt()
 
 
-def test_up_progress_counts_the_pages_crawled(tmp_path: Path, site: SiteServer) -> None:
-    env = cluster_env(tmp_path)
-    up = UpProcess(tmp_path, env, crawlers=1, args=("--progress-interval", "1"))
+@pytest.mark.parametrize("engine", ["scrapy", "fast"])
+def test_up_progress_counts_the_pages_crawled(tmp_path: Path, site: SiteServer,
+                                              engine: str) -> None:
+    """Also ``up --engine fast``: its crawler is the asyncio engine (its log says so)."""
+    env = {**cluster_env(tmp_path), **INFO_LOGS}
+    up = UpProcess(tmp_path, env, crawlers=1,
+                   args=("--progress-interval", "1", "--engine", engine))
     seed = site.site.url("127.0.0.32", "/p/0.html")
     expected = site.site.expected_urls(seed, 1)
     try:
@@ -356,5 +360,9 @@ def test_up_progress_counts_the_pages_crawled(tmp_path: Path, site: SiteServer) 
                                 for pages, backlog, _ in up.progress()), timeout_s=90,
                     context=lambda: f"expected {len(expected)} pages")
         assert {crawlers for _, _, crawlers in up.progress()} == {"1/1"}
+        crawler_log = up.log("crawler-1")
+        started = "fast engine started" if engine == "fast" else SCRAPY_START
+        assert started in crawler_log
+        assert ("fast engine started" in crawler_log) == (engine == "fast")
     finally:
         up.interrupt()

@@ -35,15 +35,17 @@ from scrapy_cluster.stats.progress import ProgressReader
 LOG_DIR = "logs"
 
 
-def embedded_components(crawlers: int, spider: str, *,
-                        config_sync: bool = False) -> list[tuple[str, list[str]]]:
+def embedded_components(crawlers: int, spider: str, *, config_sync: bool = False,
+                        engine: str | None = None) -> list[tuple[str, list[str]]]:
     """(name, scrapy-cluster arguments) of every process the embedded cluster runs;
-    ``config_sync`` adds the mirror of a ZooKeeper domain configuration."""
+    ``config_sync`` adds the mirror of a ZooKeeper domain configuration; ``engine`` the
+    crawlers' ``--engine`` (CRAWLER_ENGINE otherwise)."""
     components = [("kafka-monitor", ["kafka-monitor", "run"]), ("redis-monitor", ["redis-monitor"]),
                   ("rest", ["rest"])]
     if config_sync:
         components.append(("config-sync", ["config", "sync"]))
-    components += [(f"crawler-{i}", ["crawler", "--spider", spider]) for i in range(1, crawlers + 1)]
+    crawler = ["crawler", "--spider", spider, *(["--engine", engine] if engine else [])]
+    components += [(f"crawler-{i}", crawler) for i in range(1, crawlers + 1)]
     return components
 
 
@@ -87,21 +89,24 @@ def _zookeeper_config(settings: Settings) -> bool:
 @click.command("up")
 @click.option("--crawlers", type=int, default=None, help="Crawler processes (default: CPU count).")
 @click.option("--spider", default="link", show_default=True, help="Spider the crawlers run.")
+@click.option("--engine", type=click.Choice(["scrapy", "fast"]), default=None,
+              help="Crawler engine (CRAWLER_ENGINE): scrapy, or fast (asyncio, link spider).")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="SC_DATA_DIR")
 @click.option("--progress-interval", type=float, default=None,
               help="UP_PROGRESS_INTERVAL_S: seconds between progress lines (0: none).")
 @click.option("-v", "--verbose", is_flag=True,
               help="Also show every line of every component (they are always in the log files).")
 @pass_cli_context
-def up_command(cli: CliContext, crawlers: int | None, spider: str, data_dir: str | None,
-               progress_interval: float | None, verbose: bool) -> None:
+def up_command(cli: CliContext, crawlers: int | None, spider: str, engine: str | None,
+               data_dir: str | None, progress_interval: float | None, verbose: bool) -> None:
     """Run the whole cluster on this machine (embedded Redis unless REDIS_URL is set)."""
     settings = cli.settings(None, SC_DATA_DIR=data_dir, UP_PROGRESS_INTERVAL_S=progress_interval)
     data_path = Path(settings["SC_DATA_DIR"])
     embedded, redis_url = _redis(settings, data_path)
     env = cluster_environment(settings, redis_url)
     count = crawlers if crawlers is not None else (os.cpu_count() or 1)
-    components = embedded_components(count, spider, config_sync=_zookeeper_config(settings))
+    components = embedded_components(count, spider, config_sync=_zookeeper_config(settings),
+                                     engine=engine)
     rest_env = rest_environment(settings)
     logs = ComponentLogs(data_path / LOG_DIR, max_bytes=int(settings["UP_LOG_MAX_BYTES"]),
                          backups=int(settings["UP_LOG_BACKUPS"]))

@@ -147,10 +147,13 @@ async def _main(settings: Mapping[str, Any]) -> None:
     from scrapy_cluster.bus import create_bus
     from scrapy_cluster.crawler.public_ip import PublicIpRefresher
     from scrapy_cluster.frontier import AsyncFrontier, DispatchView
-    from scrapy_cluster.log import configure_logging
+    from scrapy_cluster.log import configure_logging, parse_level
     from scrapy_cluster.redis_conn import RedisConfig
 
     configure_logging(settings, prefix="SC_")
+    # The engine's modules log like the Scrapy engine's (Scrapy's root handler and format).
+    logging.basicConfig(level=parse_level(settings["LOG_LEVEL"]), force=True,
+                        format="%(asctime)s [%(name)s] %(levelname)s: %(message)s")
     policy = PagePolicy.from_settings(settings)
     redis_config = RedisConfig.from_settings(settings)
     client, sync_client = redis_config.async_client(), redis_config.sync_client()
