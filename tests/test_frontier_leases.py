@@ -190,3 +190,29 @@ def test_app_counts_sum_each_crawl_per_domain_and_drop_finished_crawls(
     assert counts["c1"].domains == {"a.com": (2, -3, 1), "b.com": (1, 1, 1)}  # default priority 1
     assert (counts["c1"].total, counts["c2"].domains) == (3, {"c.com": (1, 1, 1)})
     assert not redis_client.sismember(keys.app_crawls("link", "app"), "done")
+
+
+def test_a_stopped_crawl_leaves_the_blacklist_after_crawl_blacklist_ttl(
+        redis_client: redis.Redis) -> None:
+    clock = ManualClock()
+    frontier = make_frontier(redis_client, clock, CRAWL_BLACKLIST_TTL=60)
+    frontier.purge("link", "app", "c1")
+    clock.advance(30_000)
+    frontier.purge("link", "app", "c2")
+    assert redis_client.smembers(keys.crawl_blacklist("link")) == {b"c1", b"c2"}
+    clock.advance(31_000)  # c1 blacklisted 61 s ago: trimmed by the next stop
+    frontier.purge("link", "app", "c3")
+    assert redis_client.smembers(keys.crawl_blacklist("link")) == {b"c2", b"c3"}
+    assert redis_client.zrange(keys.crawl_blacklist_since("link"), 0, -1) == [b"c2", b"c3"]
+    assert frontier.enqueue_many([req("http://again.com/", crawlid="c1")]).queued == 1
+    assert frontier.enqueue_many([req("http://late.com/", crawlid="c2")]).blacklisted == 1
+
+
+def test_crawl_blacklist_ttl_0_keeps_stopped_crawls_for_ever(redis_client: redis.Redis) -> None:
+    clock = ManualClock()
+    frontier = make_frontier(redis_client, clock, CRAWL_BLACKLIST_TTL=0)
+    frontier.purge("link", "app", "c1")
+    clock.advance(10 * 365 * 86_400_000)
+    frontier.purge("link", "app", "c2")
+    assert redis_client.smembers(keys.crawl_blacklist("link")) == {b"c1", b"c2"}
+    assert not redis_client.exists(keys.crawl_blacklist_since("link"))

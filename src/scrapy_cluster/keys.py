@@ -22,8 +22,15 @@ def dupefilter(spiderid: str, crawlid: str) -> str:
 
 
 def crawl_blacklist(spiderid: str) -> str:
-    """``<spiderid>:blacklist`` — crawlids that were stopped or expired (permanent)."""
+    """``<spiderid>:blacklist`` — crawlids that were stopped or expired, for
+    CRAWL_BLACKLIST_TTL (``crawl_blacklist_since``); for ever when it is 0."""
     return f"{spiderid}:blacklist"
+
+
+def crawl_blacklist_since(spiderid: str) -> str:
+    """``<spiderid>:blacklist:since`` — ZSET crawlid -> ms it was blacklisted, so that the
+    purge script trims ``crawl_blacklist`` members older than CRAWL_BLACKLIST_TTL."""
+    return f"{spiderid}:blacklist:since"
 
 
 def throttle_prefix(domain: str, *, spiderid: str | None, ip: str | None) -> str:

@@ -59,6 +59,7 @@ class FrontierPolicy:
     purge_chunk: int = 5_000
     send_allowance_ms: int = 100
     crawl_state_ttl_ms: int = 86_400_000
+    blacklist_ttl_ms: int = 604_800_000
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> FrontierPolicy:
@@ -77,6 +78,7 @@ class FrontierPolicy:
             purge_chunk=int(settings["FRONTIER_PURGE_CHUNK"]),
             send_allowance_ms=int(settings["THROTTLE_SEND_ALLOWANCE_MS"]),
             crawl_state_ttl_ms=ms("CRAWL_STATE_TTL"),
+            blacklist_ttl_ms=ms("CRAWL_BLACKLIST_TTL"),
         )
 
 
@@ -288,9 +290,10 @@ class FrontierCalls:
         """``reason``: the status the crawl ends with, ``stopped`` or ``expired``."""
         return ([keys.crawl_blacklist(spiderid), keys.spider_domains(spiderid),
                  keys.app_crawls(spiderid, appid), keys.crawl_counts(spiderid, crawlid),
-                 keys.frontier_leases(), keys.frontier_lease_items(), keys.crawls_idle()],
+                 keys.frontier_leases(), keys.frontier_lease_items(), keys.crawls_idle(),
+                 keys.crawl_blacklist_since(spiderid)],
                 [self._templates, spiderid, crawlid, self.policy.purge_chunk, phase, reason,
-                 self.policy.crawl_state_ttl_ms, _now_arg(now_ms)])
+                 self.policy.crawl_state_ttl_ms, _now_arg(now_ms), self.policy.blacklist_ttl_ms])
 
     @staticmethod
     def parse_purge(reply: Sequence[Any]) -> tuple[int, int, str]:

@@ -4,10 +4,13 @@
 -- KEYS[3]  the crawl's app SET          KEYS[4]  the crawl's counts HASH
 -- KEYS[5]  leases ZSET                  KEYS[6]  lease records HASH
 -- KEYS[7]  crawls idle ZSET (frontier:crawls:idle)
+-- KEYS[8]  blacklist ages ZSET (<spiderid>:blacklist:since): crawlid -> ms blacklisted
 -- ARGV[1]  key templates (JSON)         ARGV[2]  spiderid     ARGV[3]  crawlid
 -- ARGV[4]  most requests removed in this chunk
 -- ARGV[5]  phase: 'q<cursor>' (start with 'q0') or 'l<cursor>', as returned by the previous chunk
 -- ARGV[6]  why: 'stopped' or 'expired'     ARGV[7]  CRAWL_STATE_TTL ms    ARGV[8]  now ms, or ''
+-- ARGV[9]  CRAWL_BLACKLIST_TTL ms: members blacklisted longer ago are dropped (at most 100 per
+--          call); 0 keeps them for ever
 -- Returns {queued requests removed in this chunk, next phase ('done' when finished),
 --          leases (in-flight requests) removed in this chunk, the crawl's status before}.
 -- State: every chunk blacklists the crawl and, unless the crawl had already ended (complete,
@@ -22,6 +25,16 @@ local removed, leased = 0, 0
 local state_ttl_ms = tonumber(ARGV[7])
 local state = crawl_key('state', spider, crawl)
 redis.call('SADD', KEYS[1], crawl)
+local blacklist_ttl_ms = tonumber(ARGV[9]) or 0
+if blacklist_ttl_ms > 0 then
+  local now = now_ms(ARGV[8])
+  redis.call('ZADD', KEYS[8], now, crawl)
+  local old = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', now - blacklist_ttl_ms, 'LIMIT', 0, 100)
+  if #old > 0 then
+    redis.call('SREM', KEYS[1], unpack(old))
+    redis.call('ZREM', KEYS[8], unpack(old))
+  end
+end
 local prior = crawl_status(spider, crawl)
 if not ENDED[prior] then
   redis.call('HSET', state, 'status', ARGV[6], 'finished', now_ms(ARGV[8]))

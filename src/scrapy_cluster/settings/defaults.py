@@ -270,6 +270,10 @@ _declare("Scheduler", "CRAWL_STATE_TTL", 86400,
          "Seconds a crawl's keys (state, URL funnel; its duplicate filter at most this) live "
          "once it ended (complete, stopped or expired); a new request revives it.",
          (CR, KM, RM))
+_declare("Scheduler", "CRAWL_BLACKLIST_TTL", 604800,
+         "Seconds a stopped or expired crawl stays on `<spiderid>:blacklist` (its late requests "
+         "are refused); trimmed at the next stop. 0 keeps it for ever, as the original did "
+         "(the set then grows by one member per stopped crawl).", (RM,))
 _declare("Scheduler", "CRAWL_COMPLETE_GRACE_S", 3.0,
          "Seconds a crawl must have had nothing queued and nothing in flight before the Redis "
          "Monitor declares it complete (the `complete` notice on the outbound topics).", (RM,))
