@@ -99,28 +99,45 @@ def script_calls(client: redis.Redis) -> int:
 
 
 def measure(site: Site, client: redis.Redis, pids: list[int], *, redis_pid: int, warmup: int,
-            pages: int, timeout_s: float = 180) -> dict[str, float]:
-    """pages/s, CPU ms/page (crawler, Redis, site server; machine busy %), server-side Redis
-    commands/page and script calls/page over ``pages`` pages served after ``warmup`` more."""
+            pages: int, timeout_s: float = 180) -> dict[str, Any]:
+    """pages/s, CPU ms/page (crawler, Redis, site server; machine busy %), each crawler
+    process's cores used (CPU s / s), server-side Redis commands/page and script calls/page
+    over ``pages`` pages served after ``warmup`` more."""
     deadline = time.monotonic() + timeout_s
     wait_for_hits(site, site.hits() + warmup, pids, deadline)
     groups = {"cpu_ms_page": pids, "redis_cpu_ms_page": [redis_pid], "site_cpu_ms_page": site.pids()}
     start_hits, start_t = site.hits(), time.monotonic()
     start_cmds = int(client.info("stats")["total_commands_processed"])
     start_scripts = script_calls(client)
+    start_usec = command_usec(client)
     start_cpu = {name: cpu_s(group) for name, group in groups.items()}
     start_busy = machine_busy_s()
+    start_each = [cpu_s([pid]) for pid in pids]
     wait_for_hits(site, start_hits + pages, pids, deadline)
     done, elapsed = site.hits() - start_hits, time.monotonic() - start_t
-    # minus this function's own INFO calls inside the window (2 + 1)
-    commands = int(client.info("stats")["total_commands_processed"]) - start_cmds - 3
-    result = {name: (cpu_s(group) - start_cpu[name]) * 1000 / done
-              for name, group in groups.items()}
+    # minus this function's own INFO calls inside the window (3 + 1)
+    commands = int(client.info("stats")["total_commands_processed"]) - start_cmds - 4
+    result: dict[str, Any] = {name: (cpu_s(group) - start_cpu[name]) * 1000 / done
+                              for name, group in groups.items()}
+    result["process_cores"] = [(cpu_s([pid]) - before) / elapsed
+                               for pid, before in zip(pids, start_each, strict=True)]
+    usec = command_usec(client)
+    top = sorted(((name, value - start_usec.get(name, 0)) for name, value in usec.items()),
+                 key=lambda pair: -pair[1])[:5]
+    result["redis_usec_top"] = ", ".join(f"{name} {value / done:.0f}" for name, value in top
+                                         if value > 0)
     result.update(pages_s=done / elapsed, server_cmds_page=commands / done,
                   scripts_page=(script_calls(client) - start_scripts) / done,
                   machine_busy_pct=(machine_busy_s() - start_busy) * 100 / elapsed
                   / (os.cpu_count() or 1))
     return result
+
+
+def command_usec(client: redis.Redis) -> dict[str, int]:
+    """INFO commandstats ``usec`` per command (a script's includes the commands it runs, which
+    are counted under their own names too)."""
+    return {name.removeprefix("cmdstat_").upper(): int(value.get("usec", 0))
+            for name, value in client.info("commandstats").items()}
 
 
 def machine_busy_s() -> float:
@@ -220,3 +237,96 @@ class Component:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(COMPONENT_STOP_TIMEOUT_S)
+
+
+async def _bare_loop(seed: str, *, concurrency: int, max_pages: int, max_seconds: float) -> int:
+    """Fetch and extract only: aiohttp (one session, ``concurrency`` keep-alive sockets), lxml
+    links as ``links.links_in_tree`` reads them, an in-memory set for dedupe, FIFO order. No
+    Redis, no bus, no robots.txt, no items. Stops after ``max_pages`` fetches or
+    ``max_seconds``, whichever comes first; returns the pages fetched."""
+    import asyncio
+
+    import aiohttp
+    from lxml import etree
+
+    from scrapy_cluster.crawler.links import links_in_tree
+
+    parser = etree.HTMLParser(encoding="utf-8")
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    seen = {seed}
+    queue.put_nowait(seed)
+    fetched = 0
+    deadline = asyncio.get_running_loop().time() + max_seconds
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        nonlocal fetched
+        loop = asyncio.get_running_loop()
+        while fetched < max_pages and loop.time() < deadline:
+            try:
+                url = await asyncio.wait_for(queue.get(), timeout=1.0)
+            except TimeoutError:
+                continue
+            fetched += 1
+            try:
+                async with session.get(url, allow_redirects=False) as response:
+                    body = await response.read()
+                    charset = response.charset or "utf-8"
+            except (aiohttp.ClientError, OSError, TimeoutError):
+                continue
+            if not body:
+                continue
+            root = etree.fromstring(body, parser if charset == "utf-8"
+                                    else etree.HTMLParser(encoding=charset))
+            if root is None:
+                continue
+            for link in links_in_tree(root, base_url=url, page_url=url, encoding=charset,
+                                      max_links=0).links:
+                if link.url not in seen and link.url.startswith("http://127."):  # loopback only
+                    seen.add(link.url)
+                    queue.put_nowait(link.url)
+
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        await asyncio.gather(*(worker(session) for _ in range(concurrency)))
+    return fetched
+
+
+def bare_loop_main(argv: list[str]) -> None:
+    """``python crawl_support.py bare-loop SEED CONCURRENCY MAX_PAGES MAX_SECONDS``."""
+    import asyncio
+
+    seed, concurrency, max_pages, max_seconds = argv
+    if not seed.startswith(("http://127.", "http://[::1]")):
+        raise SystemExit(f"bare loop: loopback seeds only, not {seed!r}")
+    fetched = asyncio.run(_bare_loop(seed, concurrency=int(concurrency),
+                                     max_pages=int(max_pages), max_seconds=float(max_seconds)))
+    print(f"bare loop: {fetched} pages fetched", file=sys.stderr)
+
+
+def profiled_main(argv: list[str]) -> None:
+    """``python crawl_support.py profiled OUT <scrapy-cluster arguments>``: the command in this
+    process, cProfile on the main thread between SIGUSR1 and SIGUSR2 (which writes OUT)."""
+    import cProfile
+
+    from scrapy_cluster.cli import main
+
+    out, *command = argv
+    profiler = cProfile.Profile()
+
+    def start(*_: Any) -> None:
+        profiler.enable()
+
+    def stop(*_: Any) -> None:
+        profiler.disable()
+        profiler.dump_stats(out)
+
+    signal.signal(signal.SIGUSR1, start)
+    signal.signal(signal.SIGUSR2, stop)
+    main(args=command, prog_name="scrapy-cluster")
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["bare-loop"]:
+    bare_loop_main(sys.argv[2:])
+elif __name__ == "__main__" and sys.argv[1:2] == ["profiled"]:
+    profiled_main(sys.argv[2:])

@@ -1,4 +1,5 @@
-"""Crawl throughput: scrapy-cluster crawler vs plain Scrapy vs scrapy-redis, on one generated site.
+"""Crawl throughput: scrapy-cluster crawler (Scrapy and fast engines) vs plain Scrapy vs
+scrapy-redis vs a bare asyncio loop, on one generated site.
 
 Not run by CI. Usage: ``.venv/bin/python benchmarks/crawl_throughput.py [--pages 1500]``.
 Starts a private redis-server and the generated site (``scrapy_cluster.testing.site``: 7 KB
@@ -13,14 +14,24 @@ it is not timed), the commands clients send per page and the commands run inside
 page. Last, the median enqueue-to-fetch latency on an idle cluster. Every variant: same spider
 logic (follow links, one item per page), CONCURRENT_REQUESTS 16, 16 per domain, robots.txt
 obeyed, throttle off; (b) and (c) also with the cluster crawler's per-page Scrapy settings
-(CLUSTER_SCRAPY), (b0) with Scrapy's defaults. Variants: ``--only a,b,b0,c,d``.
+(CLUSTER_SCRAPY), (b0) with Scrapy's defaults. (e) and (f) are the cluster crawler's fast engine
+(``crawler --spider link --engine fast``, asyncio + aiohttp) with (a)'s environment, 1 and 2
+processes; (g) is the ceiling: a bare asyncio + aiohttp fetch-and-extract loop (lxml links as
+``links.links_in_tree`` reads them, an in-memory set for dedupe; no Redis, no bus, no robots.txt,
+no items; ``crawl_support.py bare-loop``). The bus is Redis Streams in every cluster variant (this
+script has no Kafka variant). Redis CPU per page: redis-server utime+stime (/proc/<pid>/stat)
+over the same window, for the variants that use Redis. ``--profile-pages N`` then runs one fast
+engine under cProfile for N pages and prints where its time goes (per page).
+Variants: ``--only a,b,b0,c,d,e,f,g``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import pstats
 import shutil
+import signal
 import statistics
 import subprocess
 import tempfile
@@ -31,7 +42,17 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from crawl_support import PY, Site, count_commands, free_port, measure, start_site, stop_processes
+from crawl_support import (
+    PY,
+    Site,
+    count_commands,
+    cpu_s,
+    free_port,
+    measure,
+    start_site,
+    stop_processes,
+    wait_for_hits,
+)
 
 HOSTS = ("127.0.0.2", "127.0.0.3")
 COMMON = {"CONCURRENT_REQUESTS": "16", "CONCURRENT_REQUESTS_PER_DOMAIN": "16",
@@ -61,13 +82,27 @@ def cluster_env(redis_url: str) -> dict[str, str]:
             "SC_LOG_LEVEL": "WARNING", "REDIS_STREAM_MAXLEN": "2000"}
 
 
-def start_crawlers(n: int, redis_url: str, workdir: Path) -> list[subprocess.Popen[bytes]]:
-    processes = [subprocess.Popen([PY, "-m", "scrapy_cluster", "crawler"],
-                                  env=cluster_env(redis_url), cwd=workdir,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  start_new_session=True) for _ in range(n)]
+ENGINE_ARGS = {"scrapy": [], "fast": ["--spider", "link", "--engine", "fast"]}
+SUPPORT_SCRIPT = Path(__file__).with_name("crawl_support.py")
+
+
+def start_crawlers(n: int, redis_url: str, workdir: Path,
+                   engine: str = "scrapy") -> list[subprocess.Popen[bytes]]:
+    processes = []
+    for i in range(n):
+        log = open(workdir / f"crawler-{engine}-{i}.log", "ab")  # noqa: SIM115 - child's
+        processes.append(subprocess.Popen(
+            [PY, "-m", "scrapy_cluster", "crawler", *ENGINE_ARGS[engine]],
+            env=cluster_env(redis_url), cwd=workdir, stdout=log, stderr=log,
+            start_new_session=True))
     time.sleep(4)
     return processes
+
+
+def seed_crawl(client: redis.Redis, redis_url: str, site: Site) -> None:
+    frontier_for(client, redis_url).enqueue_many(
+        [{"url": f"http://{HOSTS[0]}:{site.port}/p/0.html", "appid": "bench",
+          "crawlid": uuid.uuid4().hex, "spiderid": "link", "maxdepth": 50}], dedupe=True)
 
 
 def frontier_for(client: redis.Redis, redis_url: str) -> Any:
@@ -79,22 +114,34 @@ def frontier_for(client: redis.Redis, redis_url: str) -> Any:
 
 
 def run_cluster(n: int, site: Site, client: redis.Redis, redis_url: str,
-                args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+                args: argparse.Namespace, workdir: Path, engine: str = "scrapy") -> dict[str, Any]:
     client.flushdb()
-    processes = start_crawlers(n, redis_url, workdir)
-    frontier_for(client, redis_url).enqueue_many(
-        [{"url": f"http://{HOSTS[0]}:{site.port}/p/0.html", "appid": "bench",
-          "crawlid": uuid.uuid4().hex, "spiderid": "link", "maxdepth": 50}], dedupe=True)
+    processes = start_crawlers(n, redis_url, workdir, engine)
+    seed_crawl(client, redis_url, site)
     return _measure_all(site, client, processes, args)
 
 
+def run_bare(site: Site, client: redis.Redis, redis_url: str, args: argparse.Namespace,
+             workdir: Path) -> dict[str, Any]:
+    """(g) the bare asyncio + aiohttp loop, bounded in pages and seconds."""
+    max_pages = args.warmup + args.pages + 500
+    log = open(workdir / "bare-loop.log", "wb")  # noqa: SIM115 - closed by the child's exit
+    process = subprocess.Popen(
+        [PY, str(SUPPORT_SCRIPT), "bare-loop", f"http://{HOSTS[0]}:{site.port}/p/0.html",
+         COMMON["CONCURRENT_REQUESTS"], str(max_pages), str(args.timeout)],
+        cwd=workdir, stdout=log, stderr=log, start_new_session=True)
+    return _measure_all(site, client, [process], args, monitor=False)
+
+
 def _measure_all(site: Site, client: redis.Redis, processes: list[subprocess.Popen[bytes]],
-                 args: argparse.Namespace) -> dict[str, Any]:
+                 args: argparse.Namespace, *, monitor: bool = True) -> dict[str, Any]:
     pids = [p.pid for p in processes]
     try:
         result: dict[str, Any] = measure(site, client, pids, redis_pid=args.redis_pid,
-                                         warmup=args.warmup, pages=args.pages)
-        result.update(count_commands(site, client, pids, args.count_pages))
+                                         warmup=args.warmup, pages=args.pages,
+                                         timeout_s=args.timeout)
+        if monitor:
+            result.update(count_commands(site, client, pids, args.count_pages))
         return result
     finally:
         stop_processes(processes)
@@ -136,6 +183,8 @@ def latency_ms(site: Site, client: redis.Redis, redis_url: str, workdir: Path,
                                     "appid": "lat", "crawlid": uuid.uuid4().hex,
                                     "spiderid": "link"}])
             while site.hits() == before:
+                if time.monotonic() - started > 10:
+                    raise RuntimeError(f"seed {i} not fetched within 10 s")
                 time.sleep(0.001)
             samples.append((time.monotonic() - started) * 1000)
             time.sleep(0.3)
@@ -145,12 +194,117 @@ def latency_ms(site: Site, client: redis.Redis, redis_url: str, workdir: Path,
 
 
 def report(name: str, result: dict[str, Any]) -> None:
+    cores = " + ".join(f"{c:.2f}" for c in result["process_cores"])
     print(f"{name:34} {result['pages_s']:7.1f} pages/s  {result['cpu_ms_page']:6.2f} CPU ms/page"
-          f" (Redis {result['redis_cpu_ms_page']:.2f}, site {result['site_cpu_ms_page']:.2f}, "
-          f"machine {result['machine_busy_pct']:.0f} % busy)\n{'':34} Redis cmds/page: {result['client_cmds_page']:5.2f} sent by clients, "
+          f" (cores used per process {cores}; Redis {result['redis_cpu_ms_page'] * 1000:.0f} "
+          f"µs/page, site {result['site_cpu_ms_page']:.2f} ms/page, "
+          f"machine {result['machine_busy_pct']:.0f} % busy)")
+    if "client_cmds_page" not in result:
+        print(f"{'':34} (no Redis: commands not counted)")
+        return
+    print(f"{'':34} Redis cmds/page: {result['client_cmds_page']:5.2f} sent by clients, "
           f"{result['lua_cmds_page']:5.2f} inside scripts, {result['server_cmds_page']:5.2f} "
           f"server total; {result['scripts_page']:4.2f} script calls/page")
     print(f"{'':34} client commands/page: {result['client_top']}")
+    print(f"{'':34} Redis µs/page by command (INFO commandstats; a script's time includes the "
+          f"commands it runs): {result['redis_usec_top']}")
+
+
+def table(results: dict[str, dict[str, Any]], uses_redis: set[str]) -> None:
+    """The side-by-side summary, as a Markdown table."""
+    print("\n| variant | pages/s | crawler CPU ms/page | Redis CPU µs/page | Redis cmds/page "
+          "(sent by clients / server total) | machine busy |\n| --- | --- | --- | --- | --- | --- |")
+    for name, r in results.items():
+        redis_cpu = f"{r['redis_cpu_ms_page'] * 1000:.0f}" if name in uses_redis else "—"
+        cmds = (f"{r['client_cmds_page']:.2f} / {r['server_cmds_page']:.1f}"
+                if name in uses_redis else "—")
+        print(f"| {name} | {r['pages_s']:.1f} | {r['cpu_ms_page']:.2f} | {redis_cpu} | {cmds} "
+              f"| {r['machine_busy_pct']:.0f} % |")
+
+
+def profile_fast(site: Site, client: redis.Redis, redis_url: str, workdir: Path,
+                 pages: int, timeout_s: float) -> None:
+    """One fast engine with cProfile on its main thread over ``pages`` pages after 200 of
+    warm-up (``crawl_support.py profiled``: SIGUSR1 starts, SIGUSR2 writes the profile);
+    prints its top costs per page. cProfile slows Python calls, so the pages/s here are not
+    the engine's."""
+    client.flushdb()
+    path = workdir / "fast.prof"
+    log = open(workdir / "crawler-fast-profiled.log", "wb")  # noqa: SIM115 - child's
+    process = subprocess.Popen([PY, str(SUPPORT_SCRIPT), "profiled", str(path), "crawler",
+                                *ENGINE_ARGS["fast"]], env=cluster_env(redis_url), cwd=workdir,
+                               stdout=log, stderr=log, start_new_session=True)
+    pids = [process.pid]
+    try:
+        time.sleep(4)
+        seed_crawl(client, redis_url, site)
+        deadline = time.monotonic() + timeout_s
+        wait_for_hits(site, site.hits() + 200, pids, deadline)
+        os.kill(process.pid, signal.SIGUSR1)
+        start, started, cpu_start = site.hits(), time.monotonic(), cpu_s(pids)
+        wait_for_hits(site, start + pages, pids, deadline)
+        os.kill(process.pid, signal.SIGUSR2)
+        done, elapsed = site.hits() - start, time.monotonic() - started
+        cpu_ms_page = (cpu_s(pids) - cpu_start) * 1000 / done
+        for _ in range(100):  # up to 10 s for the profile to be written
+            if path.exists() and path.stat().st_size:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)
+    finally:
+        stop_processes([process])
+    if not path.exists():
+        print(f"profile: no output (log in {workdir})")
+        return
+    stats = pstats.Stats(str(path))
+    total = sum(v[2] for v in stats.stats.values())  # type: ignore[attr-defined]
+    idle = sum(v[2] for k, v in stats.stats.items()  # type: ignore[attr-defined]
+               if k[0] == "~" and "epoll" in k[2])
+    print(f"\nfast engine under cProfile: {done} pages in {elapsed:.1f} s "
+          f"({done / elapsed:.0f} pages/s), process CPU {cpu_ms_page * 1000:.0f} µs/page; "
+          f"main thread profiled {total * 1e6 / done:.0f} µs/page, of which waiting in epoll "
+          f"{idle * 1e6 / done:.0f}")
+    groups: dict[str, float] = {}
+    for (filename, _line, func), value in stats.stats.items():  # type: ignore[attr-defined]
+        group = _cost_group(filename, func)
+        groups[group] = groups.get(group, 0.0) + value[2]
+    busy = total - idle
+    print("self time by package (µs per page served in the window, % of the busy time):")
+    for group, seconds in sorted(groups.items(), key=lambda kv: -kv[1])[:14]:
+        print(f"  {seconds * 1e6 / done:7.1f}  {seconds * 100 / busy:4.1f} %  {group}")
+    print("top functions by self time (µs/page):")
+    top = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:22]  # type: ignore[attr-defined]
+    for (filename, line, func), value in top:
+        print(f"  {value[2] * 1e6 / done:7.1f}  {_short(filename)}:{line} {func}")
+    print("top scrapy_cluster functions by cumulative time (µs/page):")
+    ours = [(k, v) for k, v in stats.stats.items()  # type: ignore[attr-defined]
+            if "scrapy_cluster" in k[0]]
+    for (filename, line, func), value in sorted(ours, key=lambda kv: -kv[1][3])[:16]:
+        print(f"  {value[3] * 1e6 / done:7.1f}  {value[3] * 100 / busy:4.1f} %  "
+              f"{_short(filename)}:{line} {func}")
+
+
+def _short(filename: str) -> str:
+    for marker in ("site-packages/", "src/", "lib/python3"):
+        if marker in filename:
+            return filename.split(marker, 1)[1]
+    return filename
+
+
+def _cost_group(filename: str, func: str) -> str:
+    if filename == "~":  # a C function: name the library it belongs to
+        for name in ("lxml", "epoll", "select", "socket", "json", "orjson", "msgpack", "zlib",
+                     "re.Pattern", "hiredis", "_asyncio", "_ssl"):
+            if name in func:
+                return "idle: waiting in epoll" if name == "epoll" else f"C: {name}"
+        return "C: other builtins"
+    if "site-packages/" in filename:
+        return filename.split("site-packages/", 1)[1].split("/", 1)[0]
+    if "scrapy_cluster/" in filename:
+        return "scrapy_cluster." + filename.split("scrapy_cluster/", 1)[1].split("/", 1)[0]
+    if "/lib/python3" in filename:
+        return "stdlib " + filename.rsplit("/", 1)[1].split(".", 1)[0]
+    return filename
 
 
 def parse_args() -> argparse.Namespace:
@@ -161,7 +315,14 @@ def parse_args() -> argparse.Namespace:
                         help="pages in the MONITOR window that splits client/script commands")
     parser.add_argument("--python-site", action="store_true",
                         help="serve the site with Python even when nginx is installed")
-    parser.add_argument("--only", default="a,b,b0,c,d", help="variants to run, e.g. 'a,b'")
+    parser.add_argument("--only", default="a,b,b0,c,d,e,f,g",
+                        help="variants to run, e.g. 'a,b'")
+    parser.add_argument("--site-pages", type=int, default=4000,
+                        help="pages per host (2 hosts); keep above warmup + pages + count-pages")
+    parser.add_argument("--timeout", type=float, default=180,
+                        help="seconds allowed for one variant's warm-up + timed window")
+    parser.add_argument("--profile-pages", type=int, default=0,
+                        help="then profile one fast engine over this many pages (0: no)")
     return parser.parse_args()
 
 
@@ -173,7 +334,7 @@ def main() -> None:
     redis_proc = subprocess.Popen([shutil.which("redis-server") or "redis-server", "--port",
                                    str(redis_port), "--save", "", "--bind", "127.0.0.1"],
                                   stdout=subprocess.DEVNULL, start_new_session=True)
-    site = start_site(workdir, free_port(HOSTS[0]), free_port(), pages=4000, links=20,
+    site = start_site(workdir, free_port(HOSTS[0]), free_port(), pages=args.site_pages, links=20,
                       page_bytes=7000, hosts=HOSTS, python_only=args.python_site)
     print(f"nproc {os.cpu_count()}; site server: {site.description}; work dir {workdir}")
     redis_url = f"redis://127.0.0.1:{redis_port}/0"
@@ -186,9 +347,14 @@ def main() -> None:
         "(b0) plain Scrapy, Scrapy defaults": lambda: run_scrapy("defaults", *common),
         "(c) scrapy-redis, 1 process": lambda: run_scrapy("redis", *common),
         "(d) scrapy-cluster, 2 processes": lambda: run_cluster(2, *common),
+        "(e) fast engine, 1 process": lambda: run_cluster(1, *common, engine="fast"),
+        "(f) fast engine, 2 processes": lambda: run_cluster(2, *common, engine="fast"),
+        "(g) bare asyncio+aiohttp loop": lambda: run_bare(*common),
     }
+    uses_redis = {"(a)", "(c)", "(d)", "(e)", "(f)"}
     try:
         rates: dict[str, float] = {}
+        results: dict[str, dict[str, Any]] = {}
         for name, run in variants.items():
             label = name.split(" ", 1)[0]
             if label.strip("()") not in args.only.split(","):
@@ -199,10 +365,16 @@ def main() -> None:
                 print(f"{name:34} not measured: {exc} (logs in {workdir})")
                 continue
             rates[label] = result["pages_s"]
+            results[label] = result
             report(name, result)
-        for top, bottom in (("(a)", "(b)"), ("(a)", "(b0)"), ("(a)", "(c)"), ("(d)", "(a)")):
+        for top, bottom in (("(a)", "(b)"), ("(a)", "(b0)"), ("(a)", "(c)"), ("(d)", "(a)"),
+                            ("(e)", "(b)"), ("(e)", "(b0)"), ("(e)", "(a)"), ("(e)", "(g)"),
+                            ("(f)", "(e)")):
             if top in rates and bottom in rates:
                 print(f"{top}/{bottom} = {rates[top] / rates[bottom]:.2f}")
+        table(results, uses_redis)
+        if args.profile_pages:
+            profile_fast(site, client, redis_url, workdir, args.profile_pages, args.timeout)
         print(f"median enqueue-to-fetch latency, idle cluster: "
               f"{latency_ms(site, client, redis_url, workdir, 20):.1f} ms")
     finally:
