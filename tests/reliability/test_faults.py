@@ -1,4 +1,5 @@
-"""No-loss crawl under faults (issue 16, item 1), once per bus backend.
+"""No-loss crawl under faults (issue 16, item 1), once per bus backend with the Scrapy crawler
+engine, and once with the asyncio engine (``--engine fast``) on Redis Streams.
 
 A generated site of ``SC_FAULTS_PAGES`` pages (5,000 by default) over five loopback hosts is
 crawled by three crawler processes, a Kafka Monitor and a Redis Monitor (real processes, real
@@ -12,10 +13,12 @@ per host so that the crawl outlasts this schedule (seconds after the first page)
   later, it must handle it;
 * 48: ``kill -9`` of the Redis Monitor, restarted 2 s later; it must announce both crawls;
 * 55: Redis stopped for 10 s (SIGTERM, AOF on), restarted on the same data and port;
-* 80 (Kafka only): the broker stopped for 5 s and restarted with its data kept (the bundled
-  tansu stores it in S3 on a private moto server, ``KafkaBroker(persist=True)``; with
-  ``SC_TEST_KAFKA`` pointing at an external broker, ``SC_TEST_KAFKA_RESTART_COMMAND`` (a shell
-  command) restarts it, or the step is skipped).
+* 80 (Kafka only, opt-in): the broker stopped for 5 s and restarted with its data kept. The
+  bundled tansu stores it in S3 on a private moto server (``KafkaBroker(persist=True)``), but
+  it loses the last writes it acknowledged before a restart (``benchmarks/broker_durability.py``), so
+  no page-loss assertion can hold through it: ``SC_FAULTS_BROKER_RESTART=1`` runs the step on
+  it. With ``SC_TEST_KAFKA`` pointing at an external broker, ``SC_TEST_KAFKA_RESTART_COMMAND``
+  (a shell command) restarts it; otherwise the step is skipped.
 
 Pass: every expected page on the crawled topic at least once; duplicates at most what was in
 flight at the faults; fetched (the funnel's ``fetched:*``, and the site's own count),
@@ -73,6 +76,7 @@ seconds all run long, outage or not (counted apart, in ``session timeouts``)."""
 
 MAIN, SECOND = "faults-main", "faults-second"
 WHOLE_GRAPH_DEPTH = 30
+BROKER_RESTART = os.environ.get("SC_FAULTS_BROKER_RESTART") == "1"
 
 
 class Collector:
@@ -141,8 +145,9 @@ class FaultCluster:
     """The servers, the proxy and the component processes of one run."""
 
     def __init__(self, tmp: Path, backend: str, redis_server: RedisServer, site: SiteServer,
-                 broker: KafkaBroker | None, kafka_hosts: str) -> None:
+                 broker: KafkaBroker | None, kafka_hosts: str, *, engine: str = "scrapy") -> None:
         self.tmp, self.backend, self.redis_server, self.site = tmp, backend, redis_server, site
+        self.engine = engine
         self.broker, self.kafka_hosts = broker, kafka_hosts
         self.proxy = TcpProxy(redis_server.host, redis_server.port).start()
         prefix = f"flt{uuid.uuid4().hex[:8]}"
@@ -157,7 +162,7 @@ class FaultCluster:
             "LEASE_TIMEOUT": str(LEASE_TIMEOUT_S), "CRAWL_COMPLETE_GRACE_S": "3",
             "STATS_DUMP": "0", "LOG_LEVEL": "WARNING", "SC_LOG_LEVEL": "WARNING",
             "RETRY_TIMES": "2", "DOWNLOAD_TIMEOUT": "10", "SC_DATA_DIR": str(tmp / "data"),
-            "CRAWL_MAXDEPTH_LIMIT": str(WHOLE_GRAPH_DEPTH)}
+            "CRAWL_MAXDEPTH_LIMIT": str(WHOLE_GRAPH_DEPTH), "CRAWLER_ENGINE": engine}
         if not kafka_hosts:
             del self.env["KAFKA_HOSTS"]
         self.settings = load_settings("kafka-monitor", environ={}, overrides=self.env)
@@ -353,6 +358,13 @@ class Schedule:
             subprocess.run(command, shell=True, check=True, timeout=120)  # noqa: S602
             self.end(fault)
             return
+        if not BROKER_RESTART:
+            fault = self.begin("broker restart skipped")
+            fault.note = ("tansu loses writes it acknowledged before a restart; "
+                          "SC_FAULTS_BROKER_RESTART=1 runs it")
+            fault.in_flight = 0
+            self.end(fault)
+            return
         fault = self.begin("broker stopped 5 s (data kept)", everyone)
         broker.pause()
 
@@ -362,9 +374,10 @@ class Schedule:
         self.later(5, "start broker", restart)
 
 
-@pytest.fixture(params=["kafka", "redis"])
+@pytest.fixture(params=["kafka", "redis", "redis-fast"])
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FaultCluster]:
-    backend = str(request.param)
+    """Per bus backend with the Scrapy crawler engine, and the asyncio engine on Redis Streams."""
+    backend, _, engine = str(request.param).partition("-")
     try:
         redis_server = RedisServer(tmp_path / "redis", persist=True)
         redis_server.start()
@@ -388,7 +401,8 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FaultClu
     site = SiteServer(config, free_port()).start()
     running: FaultCluster | None = None
     try:
-        running = FaultCluster(tmp_path, backend, redis_server, site, broker, kafka_hosts)
+        running = FaultCluster(tmp_path, backend, redis_server, site, broker, kafka_hosts,
+                               engine=engine or "scrapy")
         yield running
     finally:
         if running is not None:
@@ -471,7 +485,7 @@ def test_no_page_is_lost_under_kills_outages_and_partitions(
                "crawl s": round(collector.last_read_s() - t0, 1),
                "total s": round(time.monotonic() - started, 1),
                "reader errors": collector.errors, "notices": sorted(collector.notices)}
-    text = summary(cluster.backend, figures, schedule)
+    text = summary(f"{cluster.backend}, {cluster.engine} engine", figures, schedule)
     (tmp_path / "summary.txt").write_text(text + "\n")
     print("\n" + text)
     flood = {(f.name, name): n for f in schedule.faults for name, n in f.lines.items()

@@ -144,6 +144,10 @@ def response_stats(settings: Mapping[str, Any], sync_client: Any) -> StatsObserv
 
 
 async def _main(settings: Mapping[str, Any]) -> None:
+    import redis.exceptions
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
     from scrapy_cluster.bus import create_bus
     from scrapy_cluster.crawler.public_ip import PublicIpRefresher
     from scrapy_cluster.frontier import AsyncFrontier, DispatchView
@@ -156,7 +160,14 @@ async def _main(settings: Mapping[str, Any]) -> None:
                         format="%(asctime)s [%(name)s] %(levelname)s: %(message)s")
     policy = PagePolicy.from_settings(settings)
     redis_config = RedisConfig.from_settings(settings)
-    client, sync_client = redis_config.async_client(), redis_config.sync_client()
+    # One retry on a connection error: after an outage the pool's old connections fail once
+    # each ("Connection closed by server"); a new connection then answers. A retried script
+    # is safe: enqueue deduplicates, ack/release are idempotent, a popped batch whose reply
+    # was lost is reaped after LEASE_TIMEOUT.
+    client = redis_config.async_client(
+        retry=Retry(NoBackoff(), 1),
+        retry_on_error=[redis.exceptions.ConnectionError, redis.exceptions.TimeoutError])
+    sync_client = redis_config.sync_client()
     frontier = AsyncFrontier.from_settings(settings, client)
     bus = create_bus(settings)
     funnel = FunnelCounter()
