@@ -85,11 +85,13 @@ class Supervisor:
         child.started_at_s = time.monotonic()
         stream = child.process.stdout
         assert stream is not None
+        # The event first: the child's output waits in the pipe until the pump reads it, so its
+        # log file always opens with the "started" line.
+        self.output.event("started", f"{child.spec.name} (pid {child.process.pid})",
+                          component=child.spec.name)
         child.pump = threading.Thread(target=self._pump, args=(child.spec.name, stream),
                                       name=f"log-{child.spec.name}", daemon=True)
         child.pump.start()
-        self.output.event("started", f"{child.spec.name} (pid {child.process.pid})",
-                          component=child.spec.name)
 
     def _pump(self, name: str, stream: IO[bytes]) -> None:
         for raw in iter(stream.readline, b""):
