@@ -7,6 +7,8 @@ no round trip of their own). Every count of a page is made before its lease is f
 when a crawl's last lease is acknowledged its funnel is complete in Redis in the same atomic
 step, which is what lets the Redis Monitor announce exact totals when the crawl completes:
 
+* ``submitted`` and ``deduplicated`` for links the frontier's seen cache recognised as
+  duplicates without sending them to Redis (``frontier/seen.py``);
 * ``submitted`` and ``filtered:<reason>`` for links the crawl's rules drop before the frontier
   (``max_links``, ``expired``, ``maxdepth``, ``offsite``, ``deny_regex``, ``allow_regex``,
   ``deny_extensions``; see ``links.select_links``);
@@ -63,6 +65,15 @@ class FunnelCounter:
         for reason, count in reasons.items():
             self.add(crawl, "submitted", count)
             self.add(crawl, f"filtered:{reason}", count)
+
+    def add_cached(self, cached_by_crawl: Mapping[tuple[str, str], int]) -> None:
+        """Links the frontier's seen cache knew for duplicates (``EnqueueResult
+        .cached_by_crawl``): counted here as the enqueue script would have counted them."""
+        for (spiderid, crawlid), count in cached_by_crawl.items():
+            if count:
+                fields = self._counts[(spiderid, crawlid)]
+                fields["submitted"] += count
+                fields["deduplicated"] += count
 
     def pending(self, spiderid: str, crawlid: str) -> dict[str, int]:
         return dict(self._counts.get((spiderid, crawlid), {}))

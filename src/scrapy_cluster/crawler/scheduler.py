@@ -83,7 +83,7 @@ class DistributedScheduler(BaseScheduler):
 
         settings = cluster_settings(crawler)
         client = RedisConfig.from_settings(settings).sync_client()
-        scheduler = cls(Frontier.from_settings(settings, client),
+        scheduler = cls(Frontier.from_settings(settings, client, seen_cache=True),
                         PublicIpRefresher.from_settings(settings, logger),
                         buffer_size=int(settings["SCHEDULER_BUFFER_SIZE"]),
                         ack_flush_s=int(settings["CRAWLER_ACK_FLUSH_MS"]) / 1000,
@@ -170,6 +170,8 @@ class DistributedScheduler(BaseScheduler):
         same call counts them in their crawls' URL funnels unless ``funnel`` is False."""
         result = self.frontier.enqueue_many(list(requests), dedupe=dedupe, funnel=funnel)
         self._given_back.succeeded()
+        if funnel and self.funnel is not None and getattr(result, "cached_by_crawl", None):
+            self.funnel.add_cached(result.cached_by_crawl)  # known duplicates, never sent
         return result
 
     def next_request(self) -> Request | None:

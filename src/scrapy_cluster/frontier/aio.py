@@ -29,25 +29,31 @@ from scrapy_cluster.frontier.model import (
     PopResult,
 )
 from scrapy_cluster.frontier.scripts import FrontierScripts
+from scrapy_cluster.frontier.seen import SeenCache
 
 
 class AsyncFrontier:
     """See ``Frontier``; every method is a coroutine with the same contract."""
 
     def __init__(self, redis_client: redis.asyncio.Redis, calls: FrontierCalls, *,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, seen: SeenCache | None = None) -> None:
         self.redis = redis_client
         self.calls = calls
         self.clock = clock
+        self.seen = seen
         self.scripts = FrontierScripts(redis_client)
         self._held: set[str] = set()
         self.redis_timer_slack_s = waiting.DEFAULT_REDIS_TIMER_SLACK_S
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], redis_client: redis.asyncio.Redis,
-                      clock: Clock | None = None) -> AsyncFrontier:
+                      clock: Clock | None = None, *,
+                      seen_cache: bool = False) -> AsyncFrontier:
+        """``seen_cache``: remember links known to be recorded (crawlers only: the skipped
+        duplicates reach the URL funnel through their lease acks; ``frontier/seen.py``)."""
         calls = FrontierCalls(FrontierPolicy.from_settings(settings), codec.DomainExtractor())
-        return cls(redis_client, calls, clock=clock)
+        seen = SeenCache.from_settings(settings) if seen_cache else None
+        return cls(redis_client, calls, clock=clock, seen=seen)
 
     def _now(self) -> int | None:
         return None if self.clock is None else int(self.clock())
@@ -60,11 +66,10 @@ class AsyncFrontier:
 
     async def enqueue_many(self, requests: Sequence[dict[str, Any]], *, dedupe: bool = False,
                            funnel: bool = True) -> EnqueueResult:
-        call, invalid = self.calls.enqueue(requests, dedupe=dedupe, now_ms=self._now(),
-                                           funnel=funnel)
-        if self.calls.enqueue_is_empty(call):
-            return self.calls.parse_enqueue([0, 0, 0, 0], invalid)
-        return self.calls.parse_enqueue(await self._run(self.scripts.enqueue, call), invalid)
+        batch = self.calls.enqueue_batch(requests, dedupe=dedupe, now_ms=self._now(),
+                                         funnel=funnel, seen=self.seen)
+        reply = None if batch.empty else await self._run(self.scripts.enqueue, batch.call)
+        return self.calls.finish_enqueue(batch, reply, self.seen)
 
     async def pop(self, view: DispatchView, n: int) -> PopResult:
         if n <= 0:

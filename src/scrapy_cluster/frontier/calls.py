@@ -7,6 +7,7 @@ script call and script replies into result objects. ``Frontier`` and
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -31,6 +32,7 @@ from scrapy_cluster.frontier.model import (
     LeasedRequest,
     PopResult,
 )
+from scrapy_cluster.frontier.seen import Pending, SeenCache
 
 ANY_VIEW = "any"
 MAX_POP = 1000
@@ -39,6 +41,28 @@ LEASED_FIELD = "~leased"
 ENQUEUE_HEADER_ARGS = 6
 """Arguments of an enqueue call before its first request (templates ... funnel flag)."""
 Call = tuple[list[str], list[Any]]
+
+
+@dataclass
+class EnqueueBatch:
+    """One enqueue call and what the seen cache decided for its requests."""
+
+    call: Call
+    invalid: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+    pending: Pending = dataclasses.field(default_factory=list)
+    skipped: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        """True when no request is left to send."""
+        return len(self.call[1]) == ENQUEUE_HEADER_ARGS
+
+
+def _curdepth(request: Mapping[str, Any]) -> int:
+    try:
+        return max(0, int(request.get("curdepth") or 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 @dataclass(frozen=True)
@@ -154,18 +178,37 @@ class FrontierCalls:
     def enqueue(self, requests: Sequence[dict[str, Any]], *, dedupe: bool,
                 now_ms: int | None, funnel: bool = True) -> tuple[Call, list[tuple[int, str]]]:
         """``funnel``: count the requests in their crawls' URL funnels (off for retries)."""
+        batch = self.enqueue_batch(requests, dedupe=dedupe, now_ms=now_ms, funnel=funnel)
+        return batch.call, batch.invalid
+
+    def enqueue_batch(self, requests: Sequence[dict[str, Any]], *, dedupe: bool,
+                      now_ms: int | None, funnel: bool = True,
+                      seen: SeenCache | None = None) -> EnqueueBatch:
+        """The enqueue call of ``requests``; with ``seen``, requests it knows to be duplicates
+        are left out of the call and counted in ``skipped`` (see ``frontier/seen.py``)."""
         policy = self.policy
         args: list[Any] = [self._templates, _now_arg(now_ms), "1" if policy.keep_blacklisted else "0",
                            policy.dupefilter_ttl_ms, policy.view_timeout_ms,
                            "1" if funnel else "0"]
-        invalid: list[tuple[int, str]] = []
+        batch = EnqueueBatch(([keys.domain_blacklist(), keys.frontier_spiders(),
+                               keys.crawls_idle()], args))
+        cached = seen is not None and dedupe
         for index, request in enumerate(requests):
+            key = SeenCache.key(request) if cached else None
+            if key is not None:
+                depth = _curdepth(request)
+                if seen.covers(key, depth):  # type: ignore[union-attr]
+                    crawl = (str(request["spiderid"]), str(request["crawlid"]))
+                    batch.skipped[crawl] = batch.skipped.get(crawl, 0) + 1
+                    continue
             try:
                 args.extend(self._request_args(request, dedupe))
             except InvalidRequestError as exc:
-                invalid.append((index, str(exc)))
-        return ([keys.domain_blacklist(), keys.frontier_spiders(), keys.crawls_idle()],
-                args), invalid
+                batch.invalid.append((index, str(exc)))
+                continue
+            if key is not None:
+                batch.pending.append((key, min(depth, codec.MAX_DEPTH_RECORDED)))
+        return batch
 
     @staticmethod
     def enqueue_is_empty(call: Call) -> bool:
@@ -173,10 +216,23 @@ class FrontierCalls:
         return len(call[1]) == ENQUEUE_HEADER_ARGS
 
     @staticmethod
-    def parse_enqueue(reply: Sequence[int], invalid: list[tuple[int, str]]) -> EnqueueResult:
-        return EnqueueResult(queued=int(reply[0]), duplicates=int(reply[1]),
+    def parse_enqueue(reply: Sequence[int], invalid: list[tuple[int, str]],
+                      skipped: Mapping[tuple[str, str], int] | None = None) -> EnqueueResult:
+        cached = sum(skipped.values()) if skipped else 0
+        return EnqueueResult(queued=int(reply[0]), duplicates=int(reply[1]) + cached,
                              blacklisted=int(reply[2]), invalid=invalid,
-                             depth_upgrades=int(reply[3]))
+                             depth_upgrades=int(reply[3]), cached=cached,
+                             cached_by_crawl=dict(skipped or {}))
+
+    @staticmethod
+    def finish_enqueue(batch: EnqueueBatch, reply: Sequence[int] | None,
+                       seen: SeenCache | None) -> EnqueueResult:
+        """The result of a batch (``reply`` None: nothing was sent); teaches ``seen`` the
+        batch's links when no request was blacklisted (see ``frontier/seen.py``)."""
+        reply = [0, 0, 0, 0] if reply is None else reply
+        if seen is not None and int(reply[2]) == 0:
+            seen.learn(batch.pending)
+        return FrontierCalls.parse_enqueue(reply, batch.invalid, batch.skipped)
 
     # --- pop -------------------------------------------------------------------
     def pop(self, view: DispatchView, n: int, now_ms: int | None) -> Call:

@@ -72,13 +72,17 @@ class LateSend:
 class EnqueueResult:
     """Counts of one batch. ``invalid`` lists (index in the batch, reason) of refused requests.
     ``depth_upgrades``: requests seen before only at a larger depth, queued again at theirs
-    (included in ``queued``)."""
+    (included in ``queued``). ``cached``: duplicates the crawler's seen cache recognised
+    without sending them (included in ``duplicates``; per crawl in ``cached_by_crawl``: the
+    caller counts them in its URL funnel, the script did not)."""
 
     queued: int = 0
     duplicates: int = 0
     blacklisted: int = 0
     invalid: list[tuple[int, str]] = field(default_factory=list)
     depth_upgrades: int = 0
+    cached: int = 0
+    cached_by_crawl: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

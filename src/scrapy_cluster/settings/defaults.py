@@ -284,6 +284,14 @@ _declare("Scheduler", "FRONTIER_RECHECK_S", 30,
 _declare("Scheduler", "FRONTIER_POP_LOOKAHEAD", 16,
          "Stale ready-set entries one pop may correct besides the n it hands out; bounds "
          "the work of a pop whatever the number of domains.", (CR, RM, KM))
+_declare("Scheduler", "FRONTIER_SEEN_CACHE_SIZE", 100000,
+         "Links per crawler process remembered as already recorded in their crawl's duplicate "
+         "filter, so a repeated link never reaches Redis (about 230 bytes each); 0 sends every "
+         "link to Redis.", (CR,))
+_declare("Scheduler", "FRONTIER_SEEN_CACHE_S", 120,
+         "Seconds a remembered link is trusted; capped at half of the smaller of "
+         "DUPEFILTER_TIMEOUT and CRAWL_STATE_TTL, so it never outlives its duplicate filter.",
+         (CR,))
 _declare("Scheduler", "FRONTIER_PURGE_CHUNK", 5000,
          "Requests one purge step removes (one Lua call); keeps each step to a few ms.",
          (CR, RM, KM))

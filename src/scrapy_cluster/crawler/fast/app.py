@@ -168,7 +168,7 @@ async def _main(settings: Mapping[str, Any]) -> None:
         retry=Retry(NoBackoff(), 1),
         retry_on_error=[redis.exceptions.ConnectionError, redis.exceptions.TimeoutError])
     sync_client = redis_config.sync_client()
-    frontier = AsyncFrontier.from_settings(settings, client)
+    frontier = AsyncFrontier.from_settings(settings, client, seen_cache=True)
     bus = create_bus(settings)
     funnel = FunnelCounter()
     sender = ItemSender(bus.producer(), prefix=str(settings["KAFKA_TOPIC_PREFIX"]),

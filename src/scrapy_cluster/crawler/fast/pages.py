@@ -218,13 +218,15 @@ class PageProcessor:
                        dedupe: bool, url: str) -> bool:
         """ONE round trip; False (the lease given back) when Redis is unreachable."""
         try:
-            await self.frontier.enqueue_many(requests, dedupe=dedupe)
+            result = await self.frontier.enqueue_many(requests, dedupe=dedupe)
         except Exception as exc:
             if not is_redis_outage(exc):
                 raise
             if self.leases.give_back(leased.lease_id) and self.on_give_back is not None:
                 self.on_give_back(exc, url)
             return False
+        if result.cached_by_crawl:  # known duplicates, never sent: counted here
+            self.funnel.add_cached(result.cached_by_crawl)
         return True
 
 
