@@ -49,12 +49,13 @@ class FastCluster:
                     "RETRY_TIMES": "2", "DOWNLOAD_TIMEOUT": "10", "STATS_CYCLE": "1"}
         self.processes: list[subprocess.Popen[bytes]] = []
 
-    def start(self, engine: str = "fast", **env: str) -> subprocess.Popen[bytes]:
+    def start(self, engine: str = "fast", *, spider: str = "link",
+              **env: str) -> subprocess.Popen[bytes]:
         log = open(self.workdir / f"crawler-{engine}-{len(self.processes)}.log", "ab")  # noqa: SIM115
         before = set(self.client.scan_iter("stats:crawler:self:*"))
         process = subprocess.Popen(
             [sys.executable, "-m", "scrapy_cluster", "crawler", "--engine", engine,
-             "--spider", "link"], env={**self.env, **env}, cwd=self.workdir, stdout=log,
+             "--spider", spider], env={**self.env, **env}, cwd=self.workdir, stdout=log,
             stderr=log, start_new_session=True)
         self.processes.append(process)
         deadline = time.monotonic() + 30
@@ -111,11 +112,12 @@ class FastCluster:
         crawlid = self.feed(url, **fields)
         return crawlid, self.collect(crawlid, expected)
 
-    def settled(self, crawlid: str, timeout_s: float = 10.0) -> dict[str, Any]:
+    def settled(self, crawlid: str, timeout_s: float = 10.0, *,
+                spider: str = "link") -> dict[str, Any]:
         """The crawl's info once nothing is leased any more (acks follow the bus flush)."""
         deadline = time.monotonic() + timeout_s
         while True:
-            info = self.frontier.crawl_info("link", "test", crawlid).as_dict()
+            info = self.frontier.crawl_info(spider, "test", crawlid).as_dict()
             leases = self.client.zcard(keys.frontier_leases())
             if (info["in_flight"] == 0 and leases == 0) or time.monotonic() > deadline:
                 return {**info, "leases": leases}
@@ -251,12 +253,85 @@ def test_a_killed_crawlers_pages_are_crawled_by_another_once_its_leases_expire(
             (True, expected, 0)
 
 
-def test_the_fast_engine_refuses_the_wandering_spider(tmp_path: Path) -> None:
+def test_the_fast_engine_refuses_a_spider_of_its_own(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "scrapy_cluster", "crawler", "--engine", "fast", "--spider",
-         "wandering"], env={**os.environ, "REDIS_URL": "redis://127.0.0.1:1/0"},
+         "scrapy_cluster.testing.spiders:HandoffSpider"],
+        env={**os.environ, "REDIS_URL": "redis://127.0.0.1:1/0"},
         cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert (result.returncode, "only the 'link' spider" in result.stderr) == (1, True)
+    assert (result.returncode,
+            "only the 'link' and 'wandering' spiders" in result.stderr) == (1, True)
+
+
+WANDER_HOST = "127.0.0.8"
+WANDER_GRAPH = (((WANDER_HOST, 0), ((WANDER_HOST, 1),)),
+                ((WANDER_HOST, 1), ((WANDER_HOST, 2), (WANDER_HOST, 3))),
+                ((WANDER_HOST, 2), ((WANDER_HOST, 4),)),
+                ((WANDER_HOST, 3), ((WANDER_HOST, 4),)),
+                ((WANDER_HOST, 4), ((WANDER_HOST, 0),)))
+"""Every walk from page 0: 0, 1, then 2 or 3 (the random draw), 4, whose only link (0) was
+seen: four pages, steps 0-3."""
+
+
+def wander_outcome(cluster: FastCluster, crawlid: str, items: list[dict[str, Any]],
+                   hits: Counter[str]) -> dict[str, Any]:
+    """What must be equal between engines for one wandering crawl: the pages fetched per the
+    site's log, the items by step (the random branch named ``branch``), the URL funnel."""
+    branch = {cluster.site.site.page_url((WANDER_HOST, n)): "branch" for n in (2, 3)}
+
+    def named(text: str) -> str:
+        for url, name in branch.items():
+            text = text.replace(url, name).replace(url.rsplit("/", 1)[-1], f"{name}.html")
+        return text
+
+    funnel = cluster.frontier.crawl_funnels("wandering", [crawlid])[crawlid]
+    by_step = sorted(items, key=lambda item: item["attrs"]["step"])
+    return {
+        "fetched": sorted(Counter({named(url): n for url, n in hits.items()}).items()),
+        "items": [{**comparable(item), "url": named(item["url"]),
+                   "response_url": named(item["response_url"]),
+                   "body": named(item["body"]), "links": named(repr(item["links"])),
+                   "request_headers": named(repr(item["request_headers"]))}
+                  for item in by_step],
+        "funnel": funnel,
+    }
+
+
+def test_the_wandering_spider_walks_as_the_scrapy_crawlers(
+        tmp_path: Path, redis_client: redis.Redis, redis_url: str) -> None:
+    config = SiteConfig(hosts=(WANDER_HOST,), graph=WANDER_GRAPH)
+    with SiteServer(config, free_port()) as site:
+        for cluster in make_cluster(tmp_path, redis_url, {"BUS_BACKEND": "redis"}, site):
+            seed = site.site.page_url((WANDER_HOST, 0))
+            pages = site.site.graph_urls()
+            by_engine: dict[str, list[dict[str, Any]]] = {}
+            for engine in ("fast", "scrapy"):
+                process = cluster.start(engine, spider="wandering")
+                by_engine[engine] = []
+                for fields in ({}, {"deny_regex": [r"/p/3\.html$"]}, {"expires": 1}):
+                    before = site.hits_snapshot()
+                    crawlid = cluster.feed(seed, spiderid="wandering", **fields)
+                    items = cluster.collect(crawlid, set(), count=1 if fields.get("expires")
+                                            else 4)
+                    cluster.settled(crawlid, spider="wandering")
+                    hits = Counter({url: n for url, n in (site.hits_snapshot() - before).items()
+                                    if url in pages})
+                    by_engine[engine].append(wander_outcome(cluster, crawlid, items, hits))
+                cluster.stop(process)
+            assert by_engine["fast"] == by_engine["scrapy"]
+            walk, denied, expired = by_engine["fast"]
+            assert [(url.rsplit("/", 1)[-1], n) for url, n in walk["fetched"]] == \
+                [("branch", 1), ("0.html", 1), ("1.html", 1), ("4.html", 1)]
+            assert [(item["attrs"]["step"], item["url"].rsplit("/", 1)[-1], item["spiderid"],
+                     item["status_code"]) for item in denied["items"]] == \
+                [(0, "0.html", "wandering", 200), (1, "1.html", "wandering", 200),
+                 (2, "branch", "wandering", 200), (3, "4.html", "wandering", 200)]
+            assert "Referer" in denied["items"][3]["request_headers"]
+            assert (denied["funnel"].queued, denied["funnel"].deduplicated,
+                    denied["funnel"].fetched, denied["funnel"].delivered) == \
+                (4, 1, {"200": 4}, 4)
+            assert ([item["attrs"]["step"] for item in expired["items"]],
+                    len(expired["fetched"])) == ([0], 1)
 
 
 HOSTILE_HOST = "127.0.0.7"

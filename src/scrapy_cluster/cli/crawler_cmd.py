@@ -16,7 +16,8 @@ from scrapy_cluster.errors import SchemaVersionError, SettingsError
 @click.option("--concurrency", type=click.IntRange(min=1), metavar="N",
               help="Requests downloaded at once (CRAWLER_CONCURRENCY).")
 @click.option("--engine", type=click.Choice(["scrapy", "fast"]),
-              help="scrapy (any spider) or fast (asyncio, the link spider) (CRAWLER_ENGINE).")
+              help="scrapy (any spider) or fast (asyncio; the link and wandering spiders) "
+              "(CRAWLER_ENGINE).")
 @pass_cli_context
 def crawler(cli: CliContext, spider: str | None, settings_file: str | None,
             concurrency: int | None, engine: str | None) -> None:

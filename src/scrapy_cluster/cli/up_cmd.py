@@ -90,7 +90,8 @@ def _zookeeper_config(settings: Settings) -> bool:
 @click.option("--crawlers", type=int, default=None, help="Crawler processes (default: CPU count).")
 @click.option("--spider", default="link", show_default=True, help="Spider the crawlers run.")
 @click.option("--engine", type=click.Choice(["scrapy", "fast"]), default=None,
-              help="Crawler engine (CRAWLER_ENGINE): scrapy, or fast (asyncio, link spider).")
+              help="Crawler engine (CRAWLER_ENGINE): scrapy, or fast (asyncio; link and "
+              "wandering spiders).")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="SC_DATA_DIR")
 @click.option("--progress-interval", type=float, default=None,
               help="UP_PROGRESS_INTERVAL_S: seconds between progress lines (0: none).")

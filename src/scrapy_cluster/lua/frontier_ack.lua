@@ -15,16 +15,28 @@
 local now = now_ms(ARGV[2])
 local funnel_ttl_ms, k = tonumber(ARGV[3]), tonumber(ARGV[4])
 local acked = 0
-for i = 5, 4 + k do
-  local record = redis.call('HGET', KEYS[2], ARGV[i])
-  if record then
-    redis.call('HDEL', KEYS[2], ARGV[i])
-    redis.call('ZREM', KEYS[1], ARGV[i])
-    local spider, _, _, crawl = cmsgpack.unpack(record)
-    count_add(spider, crawl, LEASED_FIELD, -1)
-    acked = acked + 1
+local per_crawl = {}
+-- per chunk of at most 1000 ids: one HMGET, one HDEL, one ZREM; then one HINCRBY per crawl
+for first = 5, 4 + k, 1000 do
+  local ids = {unpack(ARGV, first, math.min(first + 999, 4 + k))}
+  local records = redis.call('HMGET', KEYS[2], unpack(ids))
+  local held = {}
+  for j, record in ipairs(records) do
+    if record then
+      held[#held + 1] = ids[j]
+      local spider, _, _, crawl = cmsgpack.unpack(record)
+      local id = spider .. '\0' .. crawl
+      local entry = per_crawl[id]
+      if entry == nil then per_crawl[id] = {spider, crawl, 1} else entry[3] = entry[3] + 1 end
+    end
+  end
+  if #held > 0 then
+    redis.call('HDEL', KEYS[2], unpack(held))
+    redis.call('ZREM', KEYS[1], unpack(held))
+    acked = acked + #held
   end
 end
+for _, entry in pairs(per_crawl) do count_add(entry[1], entry[2], LEASED_FIELD, -entry[3]) end
 local i = 5 + k
 while i <= #ARGV do
   local spider, crawl, m = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])

@@ -14,25 +14,64 @@ local LEASED_FIELD = '~leased'
 
 local TEMPLATES = cjson.decode(ARGV[1])
 
+-- Every occurrence of ``placeholder`` (one byte) in ``template`` replaced by ``value``.
 local function fill(template, placeholder, value)
-  return (string.gsub(template, placeholder, function() return value end))
+  local out, start = {}, 1
+  while true do
+    local at = string.find(template, placeholder, start, true)
+    if not at then break end
+    out[#out + 1] = string.sub(template, start, at - 1)
+    out[#out + 1] = value
+    start = at + 1
+  end
+  if start == 1 then return template end
+  out[#out + 1] = string.sub(template, start)
+  return table.concat(out)
 end
 
+-- Keys built in this script call, by what they were built from: a pop or an enqueue asks for
+-- the same few keys many times (bounded by the call's size).
+local built = {}
+
 local function spider_key(name, spider)
-  return fill(TEMPLATES[name], '\1', spider)
+  local id = name .. '\0' .. spider
+  local key = built[id]
+  if key == nil then
+    key = fill(TEMPLATES[name], '\1', spider)
+    built[id] = key
+  end
+  return key
 end
 
 local function domain_index_key(spider, domain)
-  return fill(spider_key('index', spider), '\2', domain)
+  local id = 'index\0' .. spider .. '\0' .. domain
+  local key = built[id]
+  if key == nil then
+    key = fill(spider_key('index', spider), '\2', domain)
+    built[id] = key
+  end
+  return key
 end
 
 local function subqueue_key(spider, domain, priority, crawl)
-  local key = fill(spider_key('subqueue', spider), '\2', domain)
-  return fill(fill(key, '\3', tostring(priority)), '\4', crawl)
+  local id = 'sub\0' .. spider .. '\0' .. domain .. '\0' .. priority .. '\0' .. crawl
+  local key = built[id]
+  if key == nil then
+    key = fill(spider_key('subqueue', spider), '\2', domain)
+    key = fill(fill(key, '\3', tostring(priority)), '\4', crawl)
+    built[id] = key
+  end
+  return key
 end
 
 local function crawl_key(name, spider, crawl)
-  return fill(spider_key(name, spider), '\4', crawl)
+  local id = 'crawl\0' .. name .. '\0' .. spider .. '\0' .. crawl
+  local key = built[id]
+  if key == nil then
+    key = fill(spider_key(name, spider), '\4', crawl)
+    built[id] = key
+  end
+  return key
 end
 
 local function ready_key(spider, view)
@@ -86,9 +125,13 @@ end
 local function wake(spider, tokens)
   if tokens <= 0 then return end
   local key = spider_key('wake', spider)
-  for _ = 1, math.min(tokens, WAKE_TOKENS_MAX) do redis.call('RPUSH', key, 1) end
-  redis.call('LTRIM', key, -WAKE_TOKENS_MAX, -1)
-  redis.call('PEXPIRE', key, WAKE_TTL_MS)
+  local ones = {}
+  for i = 1, math.min(tokens, WAKE_TOKENS_MAX) do ones[i] = 1 end
+  local length = redis.call('RPUSH', key, unpack(ones))
+  -- a list nobody waits on keeps at most WAKE_TOKENS_MAX tokens and goes WAKE_TTL_MS after
+  -- it was last created (waiting crawlers take the tokens as they come, deleting it)
+  if length > WAKE_TOKENS_MAX then redis.call('LTRIM', key, -WAKE_TOKENS_MAX, -1) end
+  if length == #ones then redis.call('PEXPIRE', key, WAKE_TTL_MS) end
 end
 
 local function live_views(spider, now, view_timeout_ms)
@@ -257,12 +300,14 @@ end
 -- scale, moderated) wins over defaults {hits, window_ms, moderated, allowance_ms}.
 -- Cached per script call.
 local throttle_cache = {}
+local any_throttle_config = nil   -- HLEN of the config, read once per call
 local function domain_throttle(config_key, domain, defaults)
   local cached = throttle_cache[domain]
   if cached then return cached[1], cached[2], cached[3] end
   local hits, window_ms, scale = defaults.hits, defaults.window_ms, 1
   local moderated = defaults.moderated
-  local raw = redis.call('HGET', config_key, domain)
+  if any_throttle_config == nil then any_throttle_config = redis.call('HLEN', config_key) > 0 end
+  local raw = any_throttle_config and redis.call('HGET', config_key, domain)
   if raw then
     local ok, config = pcall(cjson.decode, raw)
     if ok and type(config) == 'table' then

@@ -21,6 +21,8 @@
 -- Returns {now_ms, wait_ms (-1 nothing queued), then 6 per request: lease id, domain, priority,
 -- crawlid, item, 1 when the domain is throttled (its slot may need a late-send restamp) else 0}.
 -- Work per call is bounded by n + lookahead ready entries, whatever the number of domains.
+-- Fairness: due domains are served in ready order, one request each per pass; an unthrottled
+-- domain (window 0) takes its share of what is left of n at once (see take_items).
 
 local ready, views, domains = KEYS[1], KEYS[2], KEYS[3]
 local spider, view, n = ARGV[2], ARGV[3], tonumber(ARGV[4])
@@ -30,15 +32,17 @@ local moderated, lease_ms, recheck_ms = ARGV[9] == '1', tonumber(ARGV[10]), tonu
 local allowance_ms = tonumber(ARGV[12])
 local any_paused = redis.call('HLEN', KEYS[9]) > 0
 
-if not redis.call('ZSCORE', views, view) then
+if redis.call('ZADD', views, now, view) == 1 then
   -- a new (or pruned) view starts with every non-empty domain due; pops correct it lazily
   redis.call('DEL', ready)
   redis.call('ZUNIONSTORE', ready, 1, domains)
 end
-redis.call('ZADD', views, now, view)
 
 local defaults = {hits = default_hits, window_ms = default_window_ms, moderated = moderated,
                   allowance_ms = allowance_ms}
+
+-- Queued counts taken per crawl and field, written once at the end (count_add).
+local taken = {}
 
 -- Pops the head of the top sub-queue. Returns the item and the index's new top
 -- member (worked out from the two leading members read before, no extra read).
@@ -59,8 +63,84 @@ local function take_item(domain, index, head, priority, crawl)
   else
     redis.call('ZREM', index, top)
   end
-  count_add(spider, crawl, domain .. '|' .. priority, -1)
+  local field = domain .. '|' .. priority
+  local counts = taken[crawl]
+  if counts == nil then
+    counts = {}
+    taken[crawl] = counts
+  end
+  counts[field] = (counts[field] or 0) - 1
   return item, new_top
+end
+
+-- Domain blacklist membership, read once per domain and call.
+local blacklisted = {}
+local any_blacklisted = nil
+local function is_blacklisted(domain)
+  if any_blacklisted == nil then any_blacklisted = redis.call('SCARD', KEYS[5]) > 0 end
+  if not any_blacklisted then return false end
+  local known = blacklisted[domain]
+  if known == nil then
+    known = redis.call('SISMEMBER', KEYS[5], domain) == 1
+    blacklisted[domain] = known
+  end
+  return known
+end
+
+-- The throttle keys of a domain in this view, built once per domain and call.
+local throttle_keys = {}
+local function throttle_keys_of(domain)
+  local pair = throttle_keys[domain]
+  if pair == nil then
+    pair = {fill(TEMPLATES.throttle_window, '\2', domain), fill(TEMPLATES.throttle_time, '\2', domain)}
+    throttle_keys[domain] = pair
+  end
+  return pair[1], pair[2]
+end
+
+-- Up to k items off the head of the top sub-queue (an unthrottled domain's share of this
+-- pop), as long as its head would still rank first in the index (the second member's score
+-- is head[4]), so the index's order is kept: one LRANGE and one LTRIM instead of an LPOP and
+-- an LINDEX per item. Returns the items and the index's new top, like take_item.
+local function take_items(domain, index, head, priority, crawl, k)
+  if k <= 1 then
+    local item, new_top = take_item(domain, index, head, priority, crawl)
+    if not item then return nil end
+    return {item}, new_top
+  end
+  local top = head[1]
+  local sub = subqueue_key(spider, domain, priority, crawl)
+  local items = redis.call('LRANGE', sub, 0, k)
+  if #items == 0 then
+    redis.call('ZREM', index, top)
+    return nil
+  end
+  local second = tonumber(head[4])
+  local count = 1
+  while count < k and count < #items do
+    if second and index_score(priority, item_seq(items[count + 1])) > second then break end
+    count = count + 1
+  end
+  redis.call('LTRIM', sub, count, -1)
+  local new_top = head[3]
+  local following = items[count + 1]
+  if following then
+    local score = index_score(priority, item_seq(following))
+    redis.call('ZADD', index, score, top)
+    if not new_top or score <= second then new_top = top end
+  else
+    redis.call('ZREM', index, top)
+  end
+  local taken_items = {}
+  for i = 1, count do taken_items[i] = items[i] end
+  local field = domain .. '|' .. priority
+  local counts = taken[crawl]
+  if counts == nil then
+    counts = {}
+    taken[crawl] = counts
+  end
+  counts[field] = (counts[field] or 0) - count
+  return taken_items, new_top
 end
 
 local function reschedule(domain, top, allowed_ms)
@@ -86,8 +166,9 @@ local function held_by_pause(domain, priority)
   return true
 end
 
--- Returns {domain, priority, crawl, item} when dispatched, nil when the entry was corrected.
-local function try_dispatch(domain)
+-- Returns {domain, priority, crawl, items, throttled} when dispatched (one item, or up to
+-- ``share`` for an unthrottled domain), nil when the entry was corrected.
+local function try_dispatch(domain, share)
   local index = domain_index_key(spider, domain)
   local head = redis.call('ZRANGE', index, 0, 1, 'WITHSCORES')
   local top = head[1]
@@ -95,30 +176,29 @@ local function try_dispatch(domain)
   local priority, crawl = parse_member(top)
   if held_by_pause(domain, priority) then return nil end
   local limit, window_ms, domain_moderated = domain_throttle(KEYS[4], domain, defaults)
-  if limit <= 0 or redis.call('SISMEMBER', KEYS[5], domain) == 1 then
+  if limit <= 0 or is_blacklisted(domain) then
     redis.call('ZADD', ready, ready_score(now + recheck_ms, priority), domain)
     return nil
   end
-  local window_key = fill(TEMPLATES.throttle_window, '\2', domain)
-  local time_key = fill(TEMPLATES.throttle_time, '\2', domain)
+  local window_key, time_key = throttle_keys_of(domain)
   local allowed = next_allowed(window_key, time_key, limit, window_ms, domain_moderated, now)
   if allowed > now then
     redis.call('ZADD', ready, ready_score(math.ceil(allowed), priority), domain)
     return nil
   end
-  local item, new_top = take_item(domain, index, head, priority, crawl)
-  if not item then return nil end
+  local items, new_top = take_items(domain, index, head, priority, crawl,
+                                    window_ms > 0 and 1 or share)
+  if not items then return nil end
   record_dispatch(window_key, time_key, limit, window_ms, domain_moderated, now)
   reschedule(domain, new_top,
              math.ceil(next_allowed(window_key, time_key, limit, window_ms, domain_moderated, now)))
-  return {domain, priority, crawl, item, window_ms > 0 and 1 or 0}
+  return {domain, priority, crawl, items, window_ms > 0 and 1 or 0}
 end
 
 local out = {now, 0}
-local first_id = redis.call('INCRBY', KEYS[8], n) - n
 local dispatched, examined = 0, 0
 local due_below = '(' .. (now + 1)
-local lease_deadlines, lease_records, leased_per_crawl = {}, {}, {}
+local lease_deadlines, lease_records, leased_per_crawl, dispatches = {}, {}, {}, {}
 local batch, position = {}, 1
 while dispatched < n and examined < n + lookahead do
   if position > #batch then
@@ -128,25 +208,43 @@ while dispatched < n and examined < n + lookahead do
     if #batch == 0 then break end
   end
   local domain = batch[position]
+  -- an unthrottled domain's share: what is left of n split over the due domains left here
+  local share = math.ceil((n - dispatched) / (#batch - position + 1))
   position = position + 1
   examined = examined + 1
-  local got = try_dispatch(domain)
+  local got = try_dispatch(domain, share)
   if got then
-    dispatched = dispatched + 1
-    local id = tostring(first_id + dispatched)
-    table.insert(lease_deadlines, now + lease_ms)
-    table.insert(lease_deadlines, id)
-    table.insert(lease_records, id)
-    table.insert(lease_records, cmsgpack.pack(spider, got[1], got[2], got[3], got[4]))
-    leased_per_crawl[got[3]] = (leased_per_crawl[got[3]] or 0) + 1
-    table.insert(out, id)
-    for _, value in ipairs(got) do table.insert(out, value) end  -- the 5 of try_dispatch
+    table.insert(dispatches, got)
+    dispatched = dispatched + #got[4]
+    leased_per_crawl[got[3]] = (leased_per_crawl[got[3]] or 0) + #got[4]
   end
 end
 if dispatched > 0 then
+  -- lease ids: one INCRBY for the call
+  local id = redis.call('INCRBY', KEYS[8], dispatched) - dispatched
+  for _, got in ipairs(dispatches) do
+    local got_domain, priority, crawl, throttled = got[1], got[2], got[3], got[5]
+    for _, item in ipairs(got[4]) do
+      id = id + 1
+      local lease = tostring(id)
+      table.insert(lease_deadlines, now + lease_ms)
+      table.insert(lease_deadlines, lease)
+      table.insert(lease_records, lease)
+      table.insert(lease_records, cmsgpack.pack(spider, got_domain, priority, crawl, item))
+      table.insert(out, lease)
+      table.insert(out, got_domain)
+      table.insert(out, priority)
+      table.insert(out, crawl)
+      table.insert(out, item)
+      table.insert(out, throttled)
+    end
+  end
   redis.call('ZADD', KEYS[6], unpack(lease_deadlines))
   redis.call('HSET', KEYS[7], unpack(lease_records))
   for crawl, count in pairs(leased_per_crawl) do count_add(spider, crawl, LEASED_FIELD, count) end
+end
+for crawl, fields in pairs(taken) do
+  for field, amount in pairs(fields) do count_add(spider, crawl, field, amount) end
 end
 if dispatched < n then
   local first = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')

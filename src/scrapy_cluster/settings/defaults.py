@@ -327,8 +327,16 @@ _declare("Crawler", "CRAWLER_SPIDER", "link",
          "Spider `scrapy-cluster crawler` runs: `link`, `wandering` or `package.module:Class`.",
          (CR,))
 _declare("Crawler", "CRAWLER_ENGINE", "scrapy",
-         "Crawler engine: `scrapy` (any spider) or `fast` (asyncio + aiohttp, the `link` "
-         "spider's semantics only; docs/crawler.md, \"Fast engine\").", (CR,))
+         "Crawler engine: `scrapy` (any spider) or `fast` (asyncio + aiohttp: the `link` and "
+         "`wandering` spiders' semantics; docs/crawler.md, \"Fast engine\").", (CR,))
+_declare("Crawler", "CRAWLER_TLS_VERIFY", False,
+         "Fast engine: verify HTTPS certificates (chain and host name). Off by default, like "
+         "the Scrapy engine (Scrapy's default context factory accepts any certificate), so "
+         "both engines crawl the same sites.", (CR,))
+_declare("Crawler", "CRAWLER_LINK_BATCH_MS", 2,
+         "Fast engine: the links of pages finished within this many ms of each other go to "
+         "Redis in one enqueue call (a page's lease still ends only after its links are "
+         "queued); 0 sends each page's links as soon as the previous call returned.", (CR,))
 _declare("Crawler", "CRAWLER_CONCURRENCY", 16,
          "Requests one crawler process downloads at once (Scrapy CONCURRENT_REQUESTS).", (CR,))
 _declare("Crawler", "CRAWLER_PER_DOMAIN_CONCURRENCY", 4,

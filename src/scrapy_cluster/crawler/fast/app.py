@@ -18,12 +18,14 @@ from scrapy_cluster.crawler.fast.engine import FastEngine
 from scrapy_cluster.crawler.fast.extract import LxmlExtractor
 from scrapy_cluster.crawler.fast.fetch import AiohttpFetcher, FetchError, FetchRequest
 from scrapy_cluster.crawler.fast.leases import AsyncLeaseBook
+from scrapy_cluster.crawler.fast.link_batch import LinkBatcher
 from scrapy_cluster.crawler.fast.pages import PageProcessor
 from scrapy_cluster.crawler.fast.policy import PagePolicy
 from scrapy_cluster.crawler.fast.politeness import Politeness
 from scrapy_cluster.crawler.fast.requests import build_request
 from scrapy_cluster.crawler.fast.robots import RobotsCache
 from scrapy_cluster.crawler.fast.sender import ItemSender
+from scrapy_cluster.crawler.fast.spiders import SPIDERS, fast_spider
 from scrapy_cluster.crawler.funnel import FunnelCounter
 from scrapy_cluster.crawler.ssrf import IpNetwork, first_forbidden, resolve
 from scrapy_cluster.crawler.stats import NO_RESPONSE, ResponseStats
@@ -31,17 +33,17 @@ from scrapy_cluster.crawler.telemetry import FetchTelemetry
 from scrapy_cluster.errors import SettingsError
 from scrapy_cluster.outage import OutageLog
 
-SPIDER = "link"
 REAP_INTERVAL_S = 5.0
 SHUTDOWN_GRACE_S = 10.0
 logger = logging.getLogger(__name__)
 
 
 def check_spider(name: str) -> None:
-    """The fast engine runs the ``link`` spider's semantics only (for now)."""
-    if name != SPIDER:
-        raise SettingsError(f"the fast engine runs only the 'link' spider, not {name!r}; use "
-                            f"--engine scrapy for it")
+    """The fast engine runs the ``link`` and ``wandering`` spiders' semantics
+    (``fast/spiders.py``); another spider needs the Scrapy engine."""
+    if name not in SPIDERS:
+        raise SettingsError(f"the fast engine runs only the 'link' and 'wandering' spiders, not "
+                            f"{name!r}; use --engine scrapy for it")
 
 
 def ssrf_check(allowed: Sequence[IpNetwork]) -> Any:
@@ -132,14 +134,15 @@ def robots_fetcher(fetcher: AiohttpFetcher, policy: PagePolicy, guard: Any) -> A
     return fetch_robots
 
 
-def response_stats(settings: Mapping[str, Any], sync_client: Any) -> StatsObserver:
+def response_stats(settings: Mapping[str, Any], sync_client: Any,
+                   spider: str = "link") -> StatsObserver:
     """The Scrapy crawler's status stats, telemetry and heartbeat, described as ``fast``."""
     from scrapy_cluster.stats.node import NodeInfo
 
     telemetry = FetchTelemetry.from_settings(settings, sync_client)
     stats = ResponseStats.from_settings(settings, sync_client, hostname=hostname(),
-                                        spiderid=SPIDER, writers=(telemetry,),
-                                        node_info=NodeInfo(engine="fast", spiders=[SPIDER]))
+                                        spiderid=spider, writers=(telemetry,),
+                                        node_info=NodeInfo(engine="fast", spiders=[spider]))
     return StatsObserver(stats, telemetry)
 
 
@@ -159,6 +162,7 @@ async def _main(settings: Mapping[str, Any]) -> None:
     logging.basicConfig(level=parse_level(settings["LOG_LEVEL"]), force=True,
                         format="%(asctime)s [%(name)s] %(levelname)s: %(message)s")
     policy = PagePolicy.from_settings(settings)
+    spider = fast_spider(str(settings["CRAWLER_SPIDER"]), settings)
     redis_config = RedisConfig.from_settings(settings)
     # One retry on a connection error: after an outage the pool's old connections fail once
     # each ("Connection closed by server"); a new connection then answers. A retried script
@@ -176,25 +180,28 @@ async def _main(settings: Mapping[str, Any]) -> None:
                         max_bytes=policy.max_item_bytes, funnel=funnel)
     leases = AsyncLeaseBook(frontier, logger=logger, before_ack=sender.confirm, funnel=funnel)
     slots = int(settings["CRAWLER_CONCURRENCY"])
-    fetcher = AiohttpFetcher(connections=slots)
-    observer = response_stats(settings, sync_client)
+    fetcher = AiohttpFetcher(connections=slots, verify_tls=bool(settings["CRAWLER_TLS_VERIFY"]))
+    observer = response_stats(settings, sync_client, spider.name)
     ip = PublicIpRefresher.from_settings(settings, logger)
     ip_enabled = bool(settings["SCHEDULER_IP_ENABLED"])
 
     def view() -> DispatchView:
-        return DispatchView(SPIDER, ip.current() if ip_enabled else None)
+        return DispatchView(spider.name, ip.current() if ip_enabled else None)
 
     politeness = build_politeness(settings, policy, frontier, view, sync_client)
     guard = None if policy.allowed_networks is None else ssrf_check(policy.allowed_networks)
     given_back = OutageLog(logger)
     processor = PageProcessor(
-        fetcher=fetcher, extractor=LxmlExtractor(), frontier=frontier, leases=leases,
+        fetcher=fetcher, extractor=LxmlExtractor(), leases=leases,
+        frontier=LinkBatcher(frontier, funnel,
+                             linger_s=int(settings["CRAWLER_LINK_BATCH_MS"]) / 1000),
         send=sender.send, funnel=funnel, policy=policy, ssrf=guard, observer=observer,
         robots=RobotsCache(robots_fetcher(fetcher, policy, guard),
                            user_agent=policy.robots_user_agent,
                            on_parsed=politeness.robots_parsed), politeness=politeness,
         on_give_back=lambda exc, url: given_back.failed(
-            "queueing a page's links (the page will be crawled again)", exc, url=url))
+            "queueing a page's links (the page will be crawled again)", exc, url=url),
+        spider=spider)
 
     async def flush_stats() -> None:
         await asyncio.to_thread(observer.stats.flush)

@@ -90,16 +90,20 @@ class AiohttpFetcher:
     """One ``aiohttp.ClientSession`` with a keep-alive connector of ``connections`` sockets.
 
     No cookie jar (each request carries its crawl's cookies), no DNS cache (like the Scrapy
-    crawler's DNSCACHE_ENABLED = False), redirects not followed.
+    crawler's DNSCACHE_ENABLED = False), redirects not followed. ``verify_tls`` False (the
+    default of CRAWLER_TLS_VERIFY) accepts any certificate, as Scrapy's default context
+    factory does, so both engines fetch the same HTTPS sites.
     """
 
-    def __init__(self, *, connections: int) -> None:
+    def __init__(self, *, connections: int, verify_tls: bool = False) -> None:
         self.connections = connections
+        self.verify_tls = verify_tls
         self._session: aiohttp.ClientSession | None = None
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self.connections, use_dns_cache=False)
+            connector = aiohttp.TCPConnector(limit=self.connections, use_dns_cache=False,
+                                             ssl=None if self.verify_tls else False)
             self._session = aiohttp.ClientSession(
                 connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
                 skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding"))

@@ -1,13 +1,15 @@
-"""What one leased request becomes in the fast engine: the ``link`` spider's semantics.
+"""What one leased request becomes in the fast engine, with a spider's semantics
+(``fast/spiders.py``: ``link`` or ``wandering``).
 
 ``PageProcessor.process`` takes a popped request through the SSRF guard, robots.txt, the
 download, then one of: a retry back to the frontier (RETRY_TIMES, RETRY_HTTP_CODES, failures
 worth another try), a redirect back to the frontier (target not deduplicated, carrying
-``redirect_times``; past REDIRECT_MAX_TIMES an error item), or the page: its links filtered by
-the crawl's rules (``links.select_links``) and queued in ONE ``enqueue_many(dedupe=True)``,
-then its item. The lease is finished only after that; when Redis is unreachable while queueing
-links it is given back (released, crawled again). Round trips per page: 1 (the links' enqueue),
-or 1 for a retry or redirect, 0 for an error item; the ack is shared by the batch.
+``redirect_times``; past REDIRECT_MAX_TIMES an error item), or the page: the requests its
+spider makes of its links (``link``: every link the crawl's rules allow; ``wandering``: one of
+them) queued in ONE ``enqueue_many(dedupe=True)``, then its item. The lease is finished only
+after that; when Redis is unreachable while queueing links it is given back (released, crawled
+again, no item now). Round trips per page: 1 (the links' enqueue; 0 with nothing to queue), or
+1 for a retry or redirect, 0 for an error item; the ack is shared by the batch.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from urllib.parse import urljoin, urlsplit
 from w3lib.url import safe_url_string
 
 from scrapy_cluster.crawler import items
-from scrapy_cluster.crawler import meta as crawl_meta
 from scrapy_cluster.crawler.fast.extract import Extractor
 from scrapy_cluster.crawler.fast.fetch import Fetcher, FetchError, FetchRequest, FetchResponse
 from scrapy_cluster.crawler.fast.leases import AsyncLeaseBook
@@ -33,8 +34,8 @@ from scrapy_cluster.crawler.fast.requests import (
     stored_headers,
 )
 from scrapy_cluster.crawler.fast.robots import RobotsCache
+from scrapy_cluster.crawler.fast.spiders import FastSpider, LinkSpider
 from scrapy_cluster.crawler.funnel import ROBOTS_MESSAGE, FunnelCounter
-from scrapy_cluster.crawler.links import select_links
 from scrapy_cluster.crawler.stats import NO_RESPONSE
 from scrapy_cluster.frontier.model import LeasedRequest
 from scrapy_cluster.outage import is_redis_outage
@@ -68,7 +69,9 @@ class PageProcessor:
                  ssrf: SsrfCheck | None = None, observer: Observer | None = None,
                  on_give_back: Callable[[BaseException, str], None] | None = None,
                  politeness: Politeness | None = None,
-                 now_s: Callable[[], float] = time.time) -> None:
+                 now_s: Callable[[], float] = time.time,
+                 spider: FastSpider | None = None) -> None:
+        self.spider: FastSpider = spider if spider is not None else LinkSpider()
         self.fetcher, self.extractor, self.frontier = fetcher, extractor, frontier
         self.leases, self.send, self.funnel, self.policy = leases, send, funnel, policy
         self.robots, self.ssrf, self.observer = robots, ssrf, observer
@@ -196,22 +199,22 @@ class PageProcessor:
             content_type=last_header(response.headers, "Content-Type"),
             content_disposition=last_header(response.headers, "Content-Disposition"),
             max_links=self.policy.max_links)
-        selection = select_links(extracted.links, stored, self.now_s(), dropped=extracted.dropped)
-        base = crawl_meta.inherit(stored, {})
-        if selection.follow:
-            base["priority"] = crawl_meta.child_priority(stored)
-            links = [{**base, "url": link.url} for link in selection.follow]
-            if not await self._enqueue(leased, links, dedupe=True, url=request.url):
-                return
-        if selection.filtered:
-            self.funnel.add_filtered(base, selection.filtered)
-        self.send(items.page_item(
+        followed = self.spider.follow(
+            stored, url=request.url, response_url=response.url,
+            response_headers=response.headers, links=extracted.links,
+            dropped=extracted.dropped, now_s=self.now_s())
+        if followed.requests and not await self._enqueue(leased, followed.requests, dedupe=True,
+                                                         url=request.url):
+            return
+        if followed.filtered:
+            self.funnel.add_filtered(followed.crawl, followed.filtered)
+        self.send(self.spider.item(items.page_item(
             url=request.url, response_url=response.url, status=response.status,
             response_headers=response_header_dict(response),
             request_headers=header_dict(request.headers), body=response.body,
             encoding=extracted.encoding, links=extracted.links, meta=stored,
             now_s=self.now_s(), base64_body=self.policy.base64_body,
-            links_dropped=extracted.dropped))
+            links_dropped=extracted.dropped), stored))
         self.leases.finish(leased.lease_id)
 
     async def _enqueue(self, leased: LeasedRequest, requests: list[dict[str, Any]], *,
