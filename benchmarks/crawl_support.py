@@ -1,11 +1,13 @@
-"""Shared by the crawl benchmark: the generated site (nginx, or Python as a fallback), process
-CPU time, the measured window, and counting the commands Redis receives from clients vs the
-commands run inside Lua scripts (MONITOR).
+"""Shared by the crawl benchmark: the generated site (nginx, or Python as a fallback; over HTTPS
+with a self-signed certificate made at run time), process CPU time, the measured window, and
+counting the commands Redis receives from clients vs the commands run inside Lua scripts
+(MONITOR).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from scrapy_cluster.testing.site import GeneratedSite, SiteConfig
 
 PY = sys.executable
 MONITOR_END = "crawl-bench-monitor-end"
+LOOPBACK = ("http://127.", "https://127.")
 
 
 @dataclass
@@ -37,14 +40,100 @@ class Site:
     hits: Callable[[], int]
     stop: Callable[[], None]
     pids: Callable[[], list[int]]
+    scheme: str = "http"
+    cert_file: Path | None = None
+    """With ``scheme`` https: the site's self-signed certificate (PEM), for clients that can
+    only be told to trust it rather than not to verify."""
+
+    def url(self, host: str, path: str) -> str:
+        return f"{self.scheme}://{host}:{self.port}{path}"
+
+
+class HttpsGeneratedSite(GeneratedSite):
+    """The same generated site (same graph, same page sizes) with ``https://`` links."""
+
+    def url(self, host: str, path: str) -> str:
+        return f"https://{host}:{self.port}{path}"
+
+
+class TlsNginxSite(NginxSite):
+    """``NginxSite`` with TLS on the site's port (HTTP/1.1, keep-alive as the plain site's: up
+    to 1,000,000 requests a connection), the status page staying plain HTTP."""
+
+    def __init__(self, *args: Any, cert: Path, key: Path, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cert, self.key = cert, key
+
+    def config_text(self) -> str:
+        text = super().config_text()
+        for host in self.site.config.hosts:
+            text = text.replace(f"listen {host}:{self.site.port};",
+                                f"listen {host}:{self.site.port} ssl;")
+        tls = (f"  ssl_certificate {self.cert};\n  ssl_certificate_key {self.key};\n"
+               "  ssl_protocols TLSv1.2 TLSv1.3;\n  ssl_session_cache shared:TLS:10m;\n"
+               "  keepalive_timeout 75s;\n")
+        return text.replace("  sendfile on;\n", "  sendfile on;\n" + tls, 1)
+
+
+def make_certificate(directory: Path, hosts: tuple[str, ...]) -> tuple[Path, Path]:
+    """A self-signed ECDSA P-256 certificate for ``hosts`` (IP subjectAltNames), valid one
+    day, written to ``directory`` as cert.pem and key.pem: ``openssl`` when installed, else
+    the ``cryptography`` package."""
+    directory.mkdir(parents=True, exist_ok=True)
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    openssl = shutil.which("openssl")
+    if openssl is not None:
+        san = ",".join(f"IP:{host}" for host in hosts)
+        subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+                        "/CN=crawl-bench", "-addext", f"subjectAltName={san}", "-keyout",
+                        str(key), "-out", str(cert)], check=True, capture_output=True)
+        return cert, key
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    private = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "crawl-bench")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name)
+        .public_key(private.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(
+            [x509.IPAddress(ipaddress.ip_address(host)) for host in hosts]), critical=False)
+        .sign(private, hashes.SHA256()))
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key.write_bytes(private.private_bytes(serialization.Encoding.PEM,
+                                          serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    return cert, key
 
 
 def start_site(workdir: Path, port: int, status_port: int, *, pages: int, links: int,
-               page_bytes: int, hosts: tuple[str, ...], python_only: bool) -> Site:
-    """nginx serving the site's static pages, or the Python server when nginx is absent."""
+               page_bytes: int, hosts: tuple[str, ...], python_only: bool,
+               tls: bool = False) -> Site:
+    """nginx serving the site's static pages, or the Python server when nginx is absent. With
+    ``tls``: nginx over HTTPS with a self-signed certificate made in ``workdir`` (nginx
+    needed)."""
     config = SiteConfig(hosts=hosts, pages_per_host=pages, links_per_page=links,
                         page_bytes=page_bytes)
     binary = None if python_only else find_nginx()
+    if tls:
+        if binary is None:
+            raise SystemExit("the HTTPS site needs nginx (apt-get install nginx-light)")
+        cert, key = make_certificate(workdir / "tls", hosts)
+        tls_site = TlsNginxSite(HttpsGeneratedSite(config, port), workdir / "nginx-tls",
+                                binary=binary, status_port=status_port, cert=cert,
+                                key=key).start()
+        return Site(port, f"{nginx_version(binary)}, 1 worker process, HTTPS (TLS 1.2/1.3, "
+                    "self-signed ECDSA P-256)", tls_site.hits, tls_site.stop, tls_site.pids,
+                    scheme="https", cert_file=cert)
     if binary is not None:
         nginx = NginxSite(GeneratedSite(config, port), workdir / "nginx", binary=binary,
                           status_port=status_port).start()
@@ -99,13 +188,16 @@ def script_calls(client: redis.Redis) -> int:
 
 
 def measure(site: Site, client: redis.Redis, pids: list[int], *, redis_pid: int, warmup: int,
-            pages: int, timeout_s: float = 180) -> dict[str, Any]:
+            pages: int, timeout_s: float = 180,
+            extra_groups: dict[str, list[int]] | None = None) -> dict[str, Any]:
     """pages/s, CPU ms/page (crawler, Redis, site server; machine busy %), each crawler
     process's cores used (CPU s / s), server-side Redis commands/page and script calls/page
-    over ``pages`` pages served after ``warmup`` more."""
+    over ``pages`` pages served after ``warmup`` more. ``extra_groups``: more processes whose
+    CPU ms/page to report under the given keys (the Kafka broker)."""
     deadline = time.monotonic() + timeout_s
     wait_for_hits(site, site.hits() + warmup, pids, deadline)
-    groups = {"cpu_ms_page": pids, "redis_cpu_ms_page": [redis_pid], "site_cpu_ms_page": site.pids()}
+    groups = {"cpu_ms_page": pids, "redis_cpu_ms_page": [redis_pid], "site_cpu_ms_page": site.pids(),
+              **(extra_groups or {})}
     start_hits, start_t = site.hits(), time.monotonic()
     start_cmds = int(client.info("stats")["total_commands_processed"])
     start_scripts = script_calls(client)
@@ -243,7 +335,9 @@ async def _bare_loop(seed: str, *, concurrency: int, max_pages: int, max_seconds
     """Fetch and extract only: aiohttp (one session, ``concurrency`` keep-alive sockets), lxml
     links as ``links.links_in_tree`` reads them, an in-memory set for dedupe, FIFO order. No
     Redis, no bus, no robots.txt, no items. Stops after ``max_pages`` fetches or
-    ``max_seconds``, whichever comes first; returns the pages fetched."""
+    ``max_seconds``, whichever comes first; returns the pages fetched. An ``https://`` seed is
+    fetched without certificate verification (``ssl=False``: the benchmark's self-signed
+    site)."""
     import asyncio
 
     import aiohttp
@@ -281,11 +375,12 @@ async def _bare_loop(seed: str, *, concurrency: int, max_pages: int, max_seconds
                 continue
             for link in links_in_tree(root, base_url=url, page_url=url, encoding=charset,
                                       max_links=0).links:
-                if link.url not in seen and link.url.startswith("http://127."):  # loopback only
+                if link.url not in seen and link.url.startswith(LOOPBACK):  # loopback only
                     seen.add(link.url)
                     queue.put_nowait(link.url)
 
-    connector = aiohttp.TCPConnector(limit=concurrency)
+    connector = aiohttp.TCPConnector(limit=concurrency,
+                                     ssl=False if seed.startswith("https:") else True)
     timeout = aiohttp.ClientTimeout(total=30)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         await asyncio.gather(*(worker(session) for _ in range(concurrency)))
@@ -297,7 +392,7 @@ def bare_loop_main(argv: list[str]) -> None:
     import asyncio
 
     seed, concurrency, max_pages, max_seconds = argv
-    if not seed.startswith(("http://127.", "http://[::1]")):
+    if not seed.startswith((*LOOPBACK, "http://[::1]", "https://[::1]")):
         raise SystemExit(f"bare loop: loopback seeds only, not {seed!r}")
     fetched = asyncio.run(_bare_loop(seed, concurrency=int(concurrency),
                                      max_pages=int(max_pages), max_seconds=float(max_seconds)))

@@ -18,11 +18,26 @@ obeyed, throttle off; (b) and (c) also with the cluster crawler's per-page Scrap
 (``crawler --spider link --engine fast``, asyncio + aiohttp) with (a)'s environment, 1 and 2
 processes; (g) is the ceiling: a bare asyncio + aiohttp fetch-and-extract loop (lxml links as
 ``links.links_in_tree`` reads them, an in-memory set for dedupe; no Redis, no bus, no robots.txt,
-no items; ``crawl_support.py bare-loop``). The bus is Redis Streams in every cluster variant (this
-script has no Kafka variant). Redis CPU per page: redis-server utime+stime (/proc/<pid>/stat)
+no items; ``crawl_support.py bare-loop``). The bus is Redis Streams in every cluster variant
+unless ``--bus`` says otherwise. Redis CPU per page: redis-server utime+stime (/proc/<pid>/stat)
 over the same window, for the variants that use Redis. ``--profile-pages N`` then runs one fast
 engine under cProfile for N pages and prints where its time goes (per page).
 Variants: ``--only a,b,b0,c,d,e,f,g``.
+
+``--tls`` (same as ``--schemes http,https``) also runs every selected variant against the same
+site over HTTPS (a second nginx, same pages with ``https://`` links, TLS 1.2/1.3, keep-alive
+as the plain one, a self-signed ECDSA P-256 certificate made at run time in the work dir);
+labels get `` tls``. Certificate verification is off for the benchmark: Scrapy's default
+context factory (plain Scrapy and the Scrapy engine) does not verify; the bare loop uses
+``ssl=False``; the fast engine is given ``CRAWLER_TLS_VERIFY=false`` (ignored until the
+setting exists) and ``SSL_CERT_FILE=<the certificate>``, so while it still verifies it
+trusts the site's certificate (the run says which applies). ``--schemes https`` runs HTTPS
+only.
+
+``--bus redis,kafka`` runs the cluster variants (a, d, e, f) once per bus: ``kafka`` on a
+tansu broker started by the script (``tests/support/kafka_broker.py``, in memory), labels
+get `` kafka``; its CPU per page is reported as the broker's. Redis CPU and commands per page
+are printed for each, as for Redis Streams (with Kafka, Redis holds only the frontier).
 """
 
 from __future__ import annotations
@@ -74,26 +89,63 @@ class Bench(scrapy.Spider):
 '''
 
 
-def cluster_env(redis_url: str) -> dict[str, str]:
+FAST_TLS_VERIFY_SETTING = "CRAWLER_TLS_VERIFY"
+"""The fast engine's switch for certificate verification, if src/ declares it (see
+``tls_env``)."""
+CLUSTER_LETTERS = ("a", "d", "e", "f")
+"""Variants that run the cluster crawler, so use a bus (``--bus``)."""
+
+
+def cluster_env(redis_url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**os.environ, "REDIS_URL": redis_url, "BUS_BACKEND": "redis",
             "CRAWLER_ALLOW_PRIVATE_NETWORKS": "true", "QUEUE_WINDOW": "0",
             "SCHEDULER_IP_ENABLED": "false", "PUBLIC_IP_URL": "http://127.0.0.1:1/",
             "CRAWLER_CONCURRENCY": "16", "CRAWLER_PER_DOMAIN_CONCURRENCY": "16",
-            "SC_LOG_LEVEL": "WARNING", "REDIS_STREAM_MAXLEN": "2000"}
+            "SC_LOG_LEVEL": "WARNING", "REDIS_STREAM_MAXLEN": "2000", **(extra or {})}
+
+
+def tls_env(site: Site) -> dict[str, str]:
+    """For a crawler on the HTTPS site: verification off where the engine has a setting for it
+    (the fast engine's ``CRAWLER_TLS_VERIFY``, once declared; unknown variables are ignored),
+    and the site's self-signed certificate as the trusted CA file, so that an engine which
+    still verifies (aiohttp's default context reads SSL_CERT_FILE) accepts the site."""
+    if site.scheme != "https" or site.cert_file is None:
+        return {}
+    return {FAST_TLS_VERIFY_SETTING: "false", "SSL_CERT_FILE": str(site.cert_file)}
+
+
+def fast_tls_mode() -> str:
+    """What the fast engine does with the HTTPS site's certificate in this checkout."""
+    from scrapy_cluster.settings import load_settings
+
+    if FAST_TLS_VERIFY_SETTING in load_settings("crawler", environ={}):
+        return (f"fast engine: certificate verification off ({FAST_TLS_VERIFY_SETTING}=false); "
+                "Scrapy engine, plain Scrapy: off (Scrapy's default context factory); "
+                "bare loop: off (ssl=False)")
+    return (f"fast engine: NO setting to turn verification off ({FAST_TLS_VERIFY_SETTING} is not "
+            "declared): it verifies, trusting the run's self-signed certificate through "
+            "SSL_CERT_FILE (a chain and hostname check once per new connection); Scrapy engine, "
+            "plain Scrapy: off (Scrapy's default context factory); bare loop: off (ssl=False)")
+
+
+def bus_env(args: argparse.Namespace, bus: str) -> dict[str, str]:
+    if bus == "kafka":
+        return {"BUS_BACKEND": "kafka", "KAFKA_HOSTS": args.kafka_bootstrap}
+    return {"BUS_BACKEND": "redis"}
 
 
 ENGINE_ARGS = {"scrapy": [], "fast": ["--spider", "link", "--engine", "fast"]}
 SUPPORT_SCRIPT = Path(__file__).with_name("crawl_support.py")
 
 
-def start_crawlers(n: int, redis_url: str, workdir: Path,
-                   engine: str = "scrapy") -> list[subprocess.Popen[bytes]]:
+def start_crawlers(n: int, redis_url: str, workdir: Path, engine: str = "scrapy",
+                   extra_env: dict[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
     processes = []
     for i in range(n):
         log = open(workdir / f"crawler-{engine}-{i}.log", "ab")  # noqa: SIM115 - child's
         processes.append(subprocess.Popen(
             [PY, "-m", "scrapy_cluster", "crawler", *ENGINE_ARGS[engine]],
-            env=cluster_env(redis_url), cwd=workdir, stdout=log, stderr=log,
+            env=cluster_env(redis_url, extra_env), cwd=workdir, stdout=log, stderr=log,
             start_new_session=True))
     time.sleep(4)
     return processes
@@ -101,7 +153,7 @@ def start_crawlers(n: int, redis_url: str, workdir: Path,
 
 def seed_crawl(client: redis.Redis, redis_url: str, site: Site) -> None:
     frontier_for(client, redis_url).enqueue_many(
-        [{"url": f"http://{HOSTS[0]}:{site.port}/p/0.html", "appid": "bench",
+        [{"url": site.url(HOSTS[0], "/p/0.html"), "appid": "bench",
           "crawlid": uuid.uuid4().hex, "spiderid": "link", "maxdepth": 50}], dedupe=True)
 
 
@@ -114,11 +166,14 @@ def frontier_for(client: redis.Redis, redis_url: str) -> Any:
 
 
 def run_cluster(n: int, site: Site, client: redis.Redis, redis_url: str,
-                args: argparse.Namespace, workdir: Path, engine: str = "scrapy") -> dict[str, Any]:
+                args: argparse.Namespace, workdir: Path, engine: str = "scrapy",
+                bus: str = "redis") -> dict[str, Any]:
     client.flushdb()
-    processes = start_crawlers(n, redis_url, workdir, engine)
+    processes = start_crawlers(n, redis_url, workdir, engine,
+                               {**bus_env(args, bus), **tls_env(site)})
     seed_crawl(client, redis_url, site)
-    return _measure_all(site, client, processes, args)
+    extra = {"bus_cpu_ms_page": [args.kafka_pid]} if bus == "kafka" else None
+    return _measure_all(site, client, processes, args, extra_groups=extra)
 
 
 def run_bare(site: Site, client: redis.Redis, redis_url: str, args: argparse.Namespace,
@@ -127,19 +182,20 @@ def run_bare(site: Site, client: redis.Redis, redis_url: str, args: argparse.Nam
     max_pages = args.warmup + args.pages + 500
     log = open(workdir / "bare-loop.log", "wb")  # noqa: SIM115 - closed by the child's exit
     process = subprocess.Popen(
-        [PY, str(SUPPORT_SCRIPT), "bare-loop", f"http://{HOSTS[0]}:{site.port}/p/0.html",
+        [PY, str(SUPPORT_SCRIPT), "bare-loop", site.url(HOSTS[0], "/p/0.html"),
          COMMON["CONCURRENT_REQUESTS"], str(max_pages), str(args.timeout)],
         cwd=workdir, stdout=log, stderr=log, start_new_session=True)
     return _measure_all(site, client, [process], args, monitor=False)
 
 
 def _measure_all(site: Site, client: redis.Redis, processes: list[subprocess.Popen[bytes]],
-                 args: argparse.Namespace, *, monitor: bool = True) -> dict[str, Any]:
+                 args: argparse.Namespace, *, monitor: bool = True,
+                 extra_groups: dict[str, list[int]] | None = None) -> dict[str, Any]:
     pids = [p.pid for p in processes]
     try:
         result: dict[str, Any] = measure(site, client, pids, redis_pid=args.redis_pid,
                                          warmup=args.warmup, pages=args.pages,
-                                         timeout_s=args.timeout)
+                                         timeout_s=args.timeout, extra_groups=extra_groups)
         if monitor:
             result.update(count_commands(site, client, pids, args.count_pages))
         return result
@@ -154,7 +210,7 @@ def run_scrapy(kind: str, site: Site, client: redis.Redis, redis_url: str,
     client.flushdb()
     spider_file = workdir / "bench_spider.py"
     spider_file.write_text(BENCH_SPIDER.replace(
-        "SEED", repr(f"http://{HOSTS[0]}:{site.port}/p/0.html")))
+        "SEED", repr(site.url(HOSTS[0], "/p/0.html"))))
     sets = dict(COMMON) if kind == "defaults" else {**COMMON, **CLUSTER_SCRAPY}
     if kind == "redis":
         sets.update(SCHEDULER="scrapy_redis.scheduler.Scheduler",
@@ -163,7 +219,7 @@ def run_scrapy(kind: str, site: Site, client: redis.Redis, redis_url: str,
     argv = [PY, "-m", "scrapy", "runspider", str(spider_file), "-o", os.devnull + ":jsonlines"]
     for key, value in sets.items():
         argv += ["-s", f"{key}={value}"]
-    log = open(workdir / f"{kind}.log", "wb")  # noqa: SIM115 - closed by the child's exit
+    log = open(workdir / f"{kind}-{site.scheme}.log", "wb")  # noqa: SIM115 - child's
     process = subprocess.Popen(argv, cwd=workdir, stdout=log, stderr=log, start_new_session=True)
     return _measure_all(site, client, [process], args)
 
@@ -172,14 +228,14 @@ def latency_ms(site: Site, client: redis.Redis, redis_url: str, workdir: Path,
                rounds: int) -> float:
     """Median time from enqueueing a crawl to the site serving its page, one idle crawler."""
     client.flushdb()
-    processes = start_crawlers(1, redis_url, workdir)
+    processes = start_crawlers(1, redis_url, workdir, extra_env=tls_env(site))
     frontier = frontier_for(client, redis_url)
     samples = []
     try:
         for i in range(rounds):
             before = site.hits()
             started = time.monotonic()
-            frontier.enqueue_many([{"url": f"http://{HOSTS[1]}:{site.port}/p/{i}.html",
+            frontier.enqueue_many([{"url": site.url(HOSTS[1], f"/p/{i}.html"),
                                     "appid": "lat", "crawlid": uuid.uuid4().hex,
                                     "spiderid": "link"}])
             while site.hits() == before:
@@ -195,9 +251,11 @@ def latency_ms(site: Site, client: redis.Redis, redis_url: str, workdir: Path,
 
 def report(name: str, result: dict[str, Any]) -> None:
     cores = " + ".join(f"{c:.2f}" for c in result["process_cores"])
+    broker = (f"tansu {result['bus_cpu_ms_page'] * 1000:.0f} µs/page, "
+              if "bus_cpu_ms_page" in result else "")
     print(f"{name:34} {result['pages_s']:7.1f} pages/s  {result['cpu_ms_page']:6.2f} CPU ms/page"
           f" (cores used per process {cores}; Redis {result['redis_cpu_ms_page'] * 1000:.0f} "
-          f"µs/page, site {result['site_cpu_ms_page']:.2f} ms/page, "
+          f"µs/page, {broker}site {result['site_cpu_ms_page']:.2f} ms/page, "
           f"machine {result['machine_busy_pct']:.0f} % busy)")
     if "client_cmds_page" not in result:
         print(f"{'':34} (no Redis: commands not counted)")
@@ -213,13 +271,15 @@ def report(name: str, result: dict[str, Any]) -> None:
 def table(results: dict[str, dict[str, Any]], uses_redis: set[str]) -> None:
     """The side-by-side summary, as a Markdown table."""
     print("\n| variant | pages/s | crawler CPU ms/page | Redis CPU µs/page | Redis cmds/page "
-          "(sent by clients / server total) | machine busy |\n| --- | --- | --- | --- | --- | --- |")
+          "(sent by clients / inside scripts / server total) | tansu CPU µs/page | site CPU "
+          "ms/page | machine busy |\n| --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, r in results.items():
         redis_cpu = f"{r['redis_cpu_ms_page'] * 1000:.0f}" if name in uses_redis else "—"
-        cmds = (f"{r['client_cmds_page']:.2f} / {r['server_cmds_page']:.1f}"
-                if name in uses_redis else "—")
+        cmds = (f"{r['client_cmds_page']:.2f} / {r['lua_cmds_page']:.1f} / "
+                f"{r['server_cmds_page']:.1f}" if name in uses_redis else "—")
+        broker = f"{r['bus_cpu_ms_page'] * 1000:.0f}" if "bus_cpu_ms_page" in r else "—"
         print(f"| {name} | {r['pages_s']:.1f} | {r['cpu_ms_page']:.2f} | {redis_cpu} | {cmds} "
-              f"| {r['machine_busy_pct']:.0f} % |")
+              f"| {broker} | {r['site_cpu_ms_page']:.2f} | {r['machine_busy_pct']:.0f} % |")
 
 
 def profile_fast(site: Site, client: redis.Redis, redis_url: str, workdir: Path,
@@ -232,7 +292,8 @@ def profile_fast(site: Site, client: redis.Redis, redis_url: str, workdir: Path,
     path = workdir / "fast.prof"
     log = open(workdir / "crawler-fast-profiled.log", "wb")  # noqa: SIM115 - child's
     process = subprocess.Popen([PY, str(SUPPORT_SCRIPT), "profiled", str(path), "crawler",
-                                *ENGINE_ARGS["fast"]], env=cluster_env(redis_url), cwd=workdir,
+                                *ENGINE_ARGS["fast"]], env=cluster_env(redis_url, tls_env(site)),
+                               cwd=workdir,
                                stdout=log, stderr=log, start_new_session=True)
     pids = [process.pid]
     try:
@@ -323,7 +384,58 @@ def parse_args() -> argparse.Namespace:
                         help="seconds allowed for one variant's warm-up + timed window")
     parser.add_argument("--profile-pages", type=int, default=0,
                         help="then profile one fast engine over this many pages (0: no)")
-    return parser.parse_args()
+    parser.add_argument("--schemes", default=None,
+                        help="'http' (default), 'https' or 'http,https': the site's scheme(s); "
+                             "every selected variant runs once per scheme")
+    parser.add_argument("--tls", action="store_true",
+                        help="also over HTTPS: the same as --schemes http,https")
+    parser.add_argument("--bus", default="redis",
+                        help="'redis' (default), 'kafka' or 'redis,kafka': the cluster "
+                             "variants (a, d, e, f) run once per bus; kafka on a private tansu")
+    parser.add_argument("--no-latency", action="store_true",
+                        help="skip the idle enqueue-to-fetch latency at the end")
+    args = parser.parse_args()
+    args.schemes = (args.schemes or ("http,https" if args.tls else "http")).split(",")
+    args.buses = args.bus.split(",")
+    if not set(args.schemes) <= {"http", "https"} or not set(args.buses) <= {"redis", "kafka"}:
+        parser.error("--schemes takes http and/or https, --bus redis and/or kafka")
+    return args
+
+
+BASE_VARIANTS: dict[str, str] = {
+    "a": "scrapy-cluster, 1 process", "b": "plain Scrapy, 1 process",
+    "b0": "plain Scrapy, Scrapy defaults", "c": "scrapy-redis, 1 process",
+    "d": "scrapy-cluster, 2 processes", "e": "fast engine, 1 process",
+    "f": "fast engine, 2 processes", "g": "bare asyncio+aiohttp loop"}
+
+
+def variant_runner(letter: str, site: Site, client: redis.Redis, redis_url: str,
+                   args: argparse.Namespace, workdir: Path,
+                   bus: str) -> Callable[[], dict[str, Any]]:
+    common = (site, client, redis_url, args, workdir)
+    runners: dict[str, Callable[[], dict[str, Any]]] = {
+        "a": lambda: run_cluster(1, *common, bus=bus),
+        "b": lambda: run_scrapy("plain", *common),
+        "b0": lambda: run_scrapy("defaults", *common),
+        "c": lambda: run_scrapy("redis", *common),
+        "d": lambda: run_cluster(2, *common, bus=bus),
+        "e": lambda: run_cluster(1, *common, engine="fast", bus=bus),
+        "f": lambda: run_cluster(2, *common, engine="fast", bus=bus),
+        "g": lambda: run_bare(*common),
+    }
+    return runners[letter]
+
+
+def start_kafka(workdir: Path) -> Any:
+    """A private in-memory tansu (the test suite's ``KafkaBroker``)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.support.kafka_broker import KafkaBroker
+
+    broker = KafkaBroker(workdir / "kafka")
+    broker.start()
+    return broker
 
 
 def main() -> None:
@@ -334,31 +446,47 @@ def main() -> None:
     redis_proc = subprocess.Popen([shutil.which("redis-server") or "redis-server", "--port",
                                    str(redis_port), "--save", "", "--bind", "127.0.0.1"],
                                   stdout=subprocess.DEVNULL, start_new_session=True)
-    site = start_site(workdir, free_port(HOSTS[0]), free_port(), pages=args.site_pages, links=20,
-                      page_bytes=7000, hosts=HOSTS, python_only=args.python_site)
-    print(f"nproc {os.cpu_count()}; site server: {site.description}; work dir {workdir}")
-    redis_url = f"redis://127.0.0.1:{redis_port}/0"
-    args.redis_pid = redis_proc.pid
-    client = redis.Redis.from_url(redis_url)
-    common = (site, client, redis_url, args, workdir)
-    variants: dict[str, Callable[[], dict[str, Any]]] = {
-        "(a) scrapy-cluster, 1 process": lambda: run_cluster(1, *common),
-        "(b) plain Scrapy, 1 process": lambda: run_scrapy("plain", *common),
-        "(b0) plain Scrapy, Scrapy defaults": lambda: run_scrapy("defaults", *common),
-        "(c) scrapy-redis, 1 process": lambda: run_scrapy("redis", *common),
-        "(d) scrapy-cluster, 2 processes": lambda: run_cluster(2, *common),
-        "(e) fast engine, 1 process": lambda: run_cluster(1, *common, engine="fast"),
-        "(f) fast engine, 2 processes": lambda: run_cluster(2, *common, engine="fast"),
-        "(g) bare asyncio+aiohttp loop": lambda: run_bare(*common),
-    }
-    uses_redis = {"(a)", "(c)", "(d)", "(e)", "(f)"}
+    sites: dict[str, Site] = {}
+    broker = None
     try:
+        for scheme in args.schemes:
+            sites[scheme] = start_site(
+                workdir, free_port(HOSTS[0]), free_port(), pages=args.site_pages, links=20,
+                page_bytes=7000, hosts=HOSTS, python_only=args.python_site,
+                tls=scheme == "https")
+            print(f"nproc {os.cpu_count()}; {scheme} site server: {sites[scheme].description}; "
+                  f"work dir {workdir}")
+        if "https" in sites:
+            print(f"TLS: {fast_tls_mode()}")
+        if "kafka" in args.buses:
+            broker = start_kafka(workdir)
+            args.kafka_bootstrap, args.kafka_pid = broker.bootstrap, broker.process.pid
+            print(f"Kafka bus: tansu {broker.bootstrap} (in memory), pid {args.kafka_pid}")
+        redis_url = f"redis://127.0.0.1:{redis_port}/0"
+        args.redis_pid = redis_proc.pid
+        client = redis.Redis.from_url(redis_url)
+        variants: dict[str, Callable[[], dict[str, Any]]] = {}
+        uses_redis: set[str] = set()
+        selected = args.only.split(",")
+        for letter, description in BASE_VARIANTS.items():
+            if letter not in selected:
+                continue
+            for scheme, site in sites.items():
+                for bus in (args.buses if letter in CLUSTER_LETTERS else [args.buses[0]]):
+                    label = "(" + " ".join([letter] + ["tls"] * (scheme == "https")
+                                           + ["kafka"] * (bus == "kafka"
+                                                          and letter in CLUSTER_LETTERS)) + ")"
+                    suffix = "".join([", HTTPS"] * (scheme == "https")
+                                     + [", Kafka bus"] * (bus == "kafka"
+                                                          and letter in CLUSTER_LETTERS))
+                    variants[f"{label} {description}{suffix}"] = variant_runner(
+                        letter, site, client, redis_url, args, workdir, bus)
+                    if letter in (*CLUSTER_LETTERS, "c"):
+                        uses_redis.add(label)
         rates: dict[str, float] = {}
         results: dict[str, dict[str, Any]] = {}
         for name, run in variants.items():
-            label = name.split(" ", 1)[0]
-            if label.strip("()") not in args.only.split(","):
-                continue
+            label = name.split(")", 1)[0] + ")"
             try:
                 result = run()
             except (RuntimeError, ZeroDivisionError) as exc:
@@ -370,15 +498,34 @@ def main() -> None:
         for top, bottom in (("(a)", "(b)"), ("(a)", "(b0)"), ("(a)", "(c)"), ("(d)", "(a)"),
                             ("(e)", "(b)"), ("(e)", "(b0)"), ("(e)", "(a)"), ("(e)", "(g)"),
                             ("(f)", "(e)")):
-            if top in rates and bottom in rates:
-                print(f"{top}/{bottom} = {rates[top] / rates[bottom]:.2f}")
+            for tail in ("", " tls", " kafka", " tls kafka"):
+                a, b = top[:-1] + tail + ")", bottom[:-1] + tail + ")"
+                if b not in rates:  # a variant without a bus has no " kafka" label
+                    b = b.replace(" kafka", "")
+                if a in rates and b in rates and a != b:
+                    print(f"{a}/{b} = {rates[a] / rates[b]:.2f}")
+        print("same variant, HTTPS vs HTTP and Kafka vs Redis Streams bus:")
+        for label in list(rates):
+            for part in (" tls", " kafka"):
+                base = label.replace(part, "")
+                if label != base and base in rates:
+                    print(f"{label}/{base} = {rates[label] / rates[base]:.2f} (pages/s; crawler "
+                          f"CPU ms/page {results[label]['cpu_ms_page']:.2f} vs "
+                          f"{results[base]['cpu_ms_page']:.2f}; Redis CPU µs/page "
+                          f"{results[label]['redis_cpu_ms_page'] * 1000:.0f} vs "
+                          f"{results[base]['redis_cpu_ms_page'] * 1000:.0f})")
         table(results, uses_redis)
+        first = next(iter(sites.values()))
         if args.profile_pages:
-            profile_fast(site, client, redis_url, workdir, args.profile_pages, args.timeout)
-        print(f"median enqueue-to-fetch latency, idle cluster: "
-              f"{latency_ms(site, client, redis_url, workdir, 20):.1f} ms")
+            profile_fast(first, client, redis_url, workdir, args.profile_pages, args.timeout)
+        if not args.no_latency:
+            print(f"median enqueue-to-fetch latency, idle cluster ({first.scheme}): "
+                  f"{latency_ms(first, client, redis_url, workdir, 20):.1f} ms")
     finally:
-        site.stop()
+        for site in sites.values():
+            site.stop()
+        if broker is not None:
+            broker.stop()
         stop_processes([redis_proc])
 
 

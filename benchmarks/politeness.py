@@ -3,26 +3,33 @@
 Not run by CI. Usage::
 
     .venv/bin/python benchmarks/politeness.py [--domains 10,200] [--processes 1,2,4]
-        [--modes moderated,burst] [--seconds 60]
+        [--modes moderated,burst] [--seconds 60] [--warmup 12] [--engines scrapy,fast]
 
 N loopback hosts (127.0.1.1 ...) are served by nginx (one worker, static pages, 20 same-host
 links each) with an access log of arrival times: the site's own request log. Every host gets
 its own limit from ``LIMITS`` (cycled), written as a domain throttle override; each
 configuration runs moderated or burst (QUEUE_MODERATED) with 1, 2 or 4 ``scrapy-cluster
-crawler`` processes sharing a fresh redis-server. One seed per host is fed with a depth far
+crawler`` processes sharing a fresh redis-server, with the Scrapy engine (``--spider link``)
+or, with ``--engines``, the fast engine (``--spider link --engine fast``) too: each engine
+runs the same configuration right after the other, on the same site and limits. One seed per host is fed with a depth far
 beyond the pages a host can serve in the run, so every domain always has backlog. After a
 warm-up of ``WARMUP_S`` the steady window of ``--seconds`` is judged, per domain, from the
 site's log:
 
 - utilisation = requests in the window / requests the limit allowed in it (median and the
   worst domain);
+- achieved rate = the sum over domains of requests / time, each counted over the whole
+  windows of its limit that fit in the judged window (so a burst at a window's edge does not
+  skew it), against the sum of the limits (achieved / allowed);
 - max-window ratio = most requests in any window of the throttle's length, over the whole run
   (warm-up included), divided by the limit: must never exceed 1.00;
 - for moderated runs, the gap between consecutive requests of a domain relative to its
   interval window / hits (median and 1st percentile; a gap below 1.00 is allowed by the send
   allowance only if no window goes over).
 
-Prints one table row per configuration (markdown) plus machine load.
+Prints one table row per configuration (markdown) plus machine load; with more than one
+engine, then a side-by-side table of the engines' achieved rate and utilisation per
+configuration.
 """
 
 from __future__ import annotations
@@ -58,16 +65,24 @@ SLOW_LIMITS = (Limit(5, 5.0), Limit(4, 4.0), Limit(6, 6.0), Limit(10, 10.0), Lim
 """For 100 domains and more (1 to 1.5 requests/s each), so the total fits two cores."""
 
 
+ENGINE_ARGS = {"scrapy": ["--spider", "link"], "fast": ["--spider", "link", "--engine", "fast"]}
+
+
 @dataclass(frozen=True)
 class Config:
     domains: int
     processes: int
     moderated: bool
+    engine: str = "scrapy"
+
+    @property
+    def scenario(self) -> str:
+        mode = "moderated" if self.moderated else "burst"
+        return f"{self.domains} domains, {self.processes} proc, {mode}"
 
     @property
     def name(self) -> str:
-        mode = "moderated" if self.moderated else "burst"
-        return f"{self.domains} domains, {self.processes} proc, {mode}"
+        return f"{self.scenario}, {self.engine} engine"
 
 
 def hosts(count: int) -> tuple[str, ...]:
@@ -87,13 +102,13 @@ def crawler_env(redis_url: str, moderated: bool) -> dict[str, str]:
             "LOG_LEVEL": "WARNING", "REDIS_STREAM_MAXLEN": "20000"}
 
 
-def start_crawlers(count: int, env: dict[str, str], workdir: Path,
-                   client: redis.Redis) -> list[subprocess.Popen[bytes]]:
+def start_crawlers(count: int, env: dict[str, str], workdir: Path, client: redis.Redis,
+                   engine: str = "scrapy") -> list[subprocess.Popen[bytes]]:
     processes = []
     for index in range(count):
-        log = open(workdir / f"crawler-{index}.log", "ab")  # noqa: SIM115
+        log = open(workdir / f"crawler-{engine}-{index}.log", "ab")  # noqa: SIM115
         processes.append(subprocess.Popen(
-            [PY, "-m", "scrapy_cluster", "crawler", "--spider", "link"], env=env, cwd=workdir,
+            [PY, "-m", "scrapy_cluster", "crawler", *ENGINE_ARGS[engine]], env=env, cwd=workdir,
             stdout=log, stderr=log, start_new_session=True))
     deadline = time.monotonic() + 60
     while len(list(client.scan_iter("stats:crawler:self:*"))) < count:
@@ -115,7 +130,8 @@ def stop_gracefully(processes: list[subprocess.Popen[bytes]]) -> None:
             stop_processes([process])
 
 
-def run_config(config: Config, site: NginxSite, workdir: Path, seconds: float) -> dict[str, object]:
+def run_config(config: Config, site: NginxSite, workdir: Path, seconds: float,
+               warmup_s: float = WARMUP_S) -> dict[str, object]:
     names = hosts(config.domains)
     with throwaway_redis() as redis_url:
         client = redis.Redis.from_url(redis_url)
@@ -127,7 +143,7 @@ def run_config(config: Config, site: NginxSite, workdir: Path, seconds: float) -
             domain_config.set_throttle(host, DomainThrottle(window_s=limit.window_s,
                                                             hits=limit.hits))
         processes = start_crawlers(config.processes, crawler_env(redis_url, config.moderated),
-                                   workdir, client)
+                                   workdir, client, config.engine)
         try:
             crawlid = uuid.uuid4().hex
             seeds = [{"url": site.site.url(host, "/p/0.html"), "appid": "bench",
@@ -136,7 +152,7 @@ def run_config(config: Config, site: NginxSite, workdir: Path, seconds: float) -
             started_epoch = time.time()
             frontier.enqueue_many(seeds, dedupe=True)
             pids = [p.pid for p in processes]
-            time.sleep(WARMUP_S)
+            time.sleep(warmup_s)
             window_start = time.time()
             cpu_start, busy_start = cpu_s(pids), machine_busy_s()
             time.sleep(seconds)
@@ -165,7 +181,13 @@ def judge(config: Config, names: tuple[str, ...], arrivals: dict[str, list[float
             interval = limit.window_s / limit.hits
             gap_ratios += [g / interval for g in gaps([t for t in times if start <= t < end])]
     allowed = sum(limit_of(i, config.domains).per_s for i in range(config.domains))
-    return {"config": config.name, "allowed_per_s": allowed,
+    achieved = 0.0  # per domain over whole windows of its limit, so bursts do not skew it
+    for index, host in enumerate(names):
+        window_s = limit_of(index, config.domains).window_s
+        span = max(1, int((end - start) // window_s)) * window_s
+        achieved += sum(1 for t in arrivals.get(host, []) if start <= t < start + span) / span
+    return {"config": config.name, "allowed_per_s": allowed, "achieved_per_s": achieved,
+            "achieved_ratio": achieved / allowed,
             "median_util": statistics.median(used), "worst_util": min(used),
             "max_window_ratio": max(ratios),
             "gap_median": statistics.median(gap_ratios) if gap_ratios else None,
@@ -176,9 +198,32 @@ def row(result: dict[str, object]) -> str:
     def fmt(value: object) -> str:
         return "-" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
 
-    keys = ("config", "allowed_per_s", "median_util", "worst_util", "max_window_ratio",
-            "gap_median", "gap_p1", "crawler_cpu_pct", "machine_busy_pct")
+    keys = ("config", "allowed_per_s", "achieved_per_s", "achieved_ratio", "median_util",
+            "worst_util", "max_window_ratio", "gap_median", "gap_p1", "crawler_cpu_pct",
+            "machine_busy_pct")
     return "| " + " | ".join(fmt(result[key]) for key in keys) + " |"
+
+
+def side_by_side(results: list[tuple[Config, dict[str, object]]], engines: list[str]) -> None:
+    """Per configuration, each engine's achieved rate / allowed and utilisation (median, worst
+    domain) and whether any window went over its limit."""
+    by_scenario: dict[str, dict[str, dict[str, object]]] = {}
+    for config, result in results:
+        by_scenario.setdefault(config.scenario, {})[config.engine] = result
+    print("\n| configuration | allowed req/s | " + " | ".join(
+        f"{engine}: achieved req/s (/ allowed), utilisation median / worst, max window / limit"
+        for engine in engines) + " |")
+    print("|---|---|" + "---|" * len(engines))
+    for scenario, per_engine in by_scenario.items():
+        cells = []
+        for engine in engines:
+            r = per_engine.get(engine)
+            cells.append("-" if r is None else
+                         f"{r['achieved_per_s']:.1f} ({r['achieved_ratio']:.2f}), "
+                         f"{r['median_util']:.2f} / {r['worst_util']:.2f}, "
+                         f"{r['max_window_ratio']:.2f}")
+        allowed = next(iter(per_engine.values()))["allowed_per_s"]
+        print(f"| {scenario} | {allowed:.0f} | " + " | ".join(cells) + " |")
 
 
 def main() -> None:
@@ -187,26 +232,41 @@ def main() -> None:
     parser.add_argument("--processes", default="1,2,4")
     parser.add_argument("--modes", default="moderated,burst")
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--warmup", type=float, default=WARMUP_S,
+                        help="seconds from seeding to the judged window")
+    parser.add_argument("--engines", default="scrapy",
+                        help="crawler engines, each run on every configuration: 'scrapy', "
+                             "'fast' or 'scrapy,fast' (side by side)")
     args = parser.parse_args()
+    engines = args.engines.split(",")
+    if not set(engines) <= set(ENGINE_ARGS):
+        parser.error(f"--engines: choose from {', '.join(ENGINE_ARGS)}")
     binary = find_nginx()
     if binary is None:
         raise SystemExit("nginx not found (apt-get install nginx-light)")
     domain_counts = [int(n) for n in args.domains.split(",")]
     workdir = Path(tempfile.mkdtemp(prefix="politeness-bench-"))
-    pages = int(max(limit.per_s for limit in LIMITS) * (args.seconds + WARMUP_S + 10)) + 50
+    pages = int(max(limit.per_s for limit in LIMITS) * (args.seconds + args.warmup + 10)) + 50
     site_config = SiteConfig(hosts=hosts(max(domain_counts)), pages_per_host=pages,
                              links_per_page=20, cross_host_every=1000, page_bytes=2000)
     site = NginxSite(GeneratedSite(site_config, free_port()), workdir / "nginx", binary=binary,
                      status_port=free_port(), access_log=workdir / "access.log").start()
-    print("| configuration | allowed req/s | utilisation median | worst domain | "
-          "max window / limit | gap / interval median | gap p1 | crawler CPU % | machine busy % |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| configuration | allowed req/s | achieved req/s | achieved / allowed | "
+          "utilisation median | worst domain | max window / limit | gap / interval median | "
+          "gap p1 | crawler CPU % | machine busy % |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    results: list[tuple[Config, dict[str, object]]] = []
     try:
         for domains in domain_counts:
             for mode in args.modes.split(","):
                 for processes in (int(n) for n in args.processes.split(",")):
-                    config = Config(domains, processes, mode == "moderated")
-                    print(row(run_config(config, site, workdir, args.seconds)), flush=True)
+                    for engine in engines:
+                        config = Config(domains, processes, mode == "moderated", engine)
+                        result = run_config(config, site, workdir, args.seconds, args.warmup)
+                        results.append((config, result))
+                        print(row(result), flush=True)
+        if len(engines) > 1:
+            side_by_side(results, engines)
     finally:
         site.stop()
         shutil.rmtree(workdir, ignore_errors=True)
