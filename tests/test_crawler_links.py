@@ -123,3 +123,19 @@ def test_links_past_the_limit_stay_max_links_when_the_rest_hit_maxdepth() -> Non
     found = page_links(_numbered_links([f"/l/{n}" for n in range(5)]), max_links=2)
     selection = select_links(found.links, {"maxdepth": 0}, 0.0, dropped=found.dropped)
     assert (selection.follow, dict(selection.filtered)) == ([], {"max_links": 3, "maxdepth": 2})
+
+
+def test_filter_answers_are_remembered_per_url_and_bounded() -> None:
+    from scrapy_cluster.crawler import links as links_module
+
+    rules = links_module.LinkRules.from_meta({"allowed_domains": ["a.com"],
+                                             "deny_regex": ["/private/"]})
+    assert rules.refusal("http://b.com/x") == "offsite"
+    assert rules.refusal("http://a.com/private/1") == "deny_regex"
+    assert rules.refusal("http://a.com/doc.pdf") == "deny_extensions"
+    assert rules.refusal("http://a.com/ok") is None
+    assert rules.refusal("http://b.com/x") == "offsite"  # remembered: same answer
+    assert len(rules._answers) == 4
+    for i in range(links_module.REFUSAL_MEMO + 5):
+        rules.refusal(f"http://a.com/{i}")
+    assert len(rules._answers) <= links_module.REFUSAL_MEMO

@@ -41,6 +41,9 @@ _PLAIN_ABSOLUTE_URL = re.compile(
     r"https?://[a-z0-9\-._~:@!$&'()*+,;=]+(?:/[A-Za-z0-9\-._~:/?#@!$&'()*+,;=]*[A-Za-z0-9\-._~/])?\Z")
 _string_content = etree.XPath("string()")
 _AUTHORITY_END = re.compile(r"[/?#]")
+REFUSAL_MEMO = 2_000
+"""URLs whose filter answer one set of crawl filters remembers (``LinkRules.refusal``): with
+the 256 filter sets ``rules_for`` keeps, at most 512,000 answers per process."""
 
 
 def host_in_domains(url: str, domains: Sequence[str]) -> bool:
@@ -68,6 +71,10 @@ class LinkRules:
     allow: tuple[re.Pattern[str], ...] = ()
     deny: tuple[re.Pattern[str], ...] = ()
     deny_extensions: frozenset[str] = frozenset(f".{e}" for e in IGNORED_EXTENSIONS)
+    _answers: dict[str, str | None] = field(default_factory=dict, compare=False, hash=False,
+                                            repr=False)
+    """``refusal`` per URL already asked (a site's menu links come on every page); at most
+    REFUSAL_MEMO URLs, then started afresh."""
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> LinkRules:
@@ -87,6 +94,15 @@ class LinkRules:
     def refusal(self, url: str) -> str | None:
         """The first filter refusing ``url`` (``offsite``, ``deny_regex``, ``allow_regex``,
         ``deny_extensions``), or None when it passes them all."""
+        answers = self._answers
+        if url in answers:
+            return answers[url]
+        if len(answers) >= REFUSAL_MEMO:
+            answers.clear()
+        answers[url] = answer = self._refusal(url)
+        return answer
+
+    def _refusal(self, url: str) -> str | None:
         if self.allowed_domains and not host_in_domains(url, self.allowed_domains):
             return "offsite"
         if any(pattern.search(url) for pattern in self.deny):
