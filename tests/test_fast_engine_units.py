@@ -502,3 +502,39 @@ def test_a_robots_crawl_delay_slows_the_domain_for_the_cluster(
 
     assert run_rig(redis_url, {}, scenario) is True
     assert redis_client.hexists(keys.domain_throttle_config(), "a.org")
+
+
+@pytest.mark.integration
+def test_a_large_page_is_parsed_off_the_event_loop_a_small_one_on_it(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    import threading
+
+    from scrapy_cluster.crawler.fast import pages as pages_module
+
+    small, large = "http://a.org/small.html", "http://a.org/large.html"
+    filler = "<p>" + "x" * pages_module.OFFLOAD_EXTRACT_BYTES + "</p>"
+    answers = {small: html(small, "/s.html"),
+               large: FetchResponse(large, 200, (("Content-Type", "text/html"),),
+                                    (filler + '<a href="/l.html">l</a>').encode())}
+
+    async def scenario(rig: Rig) -> Any:
+        threads: dict[str, int] = {}
+        extract = rig.processor.extractor
+
+        def recording(body: bytes, **kwargs: Any) -> Any:
+            threads[kwargs["url"]] = threading.get_ident()
+            return extract(body, **kwargs)
+
+        rig.processor.extractor = recording
+        await rig.seed(small)
+        await rig.seed(large)
+        for leased in await rig.pop(2):
+            await rig.processor.process(leased)
+        await rig.leases.flush()
+        queued = sorted(q.request["url"] for q in await rig.pop())
+        return threads, threading.get_ident(), queued
+
+    threads, loop_thread, queued = run_rig(redis_url, answers, scenario)
+    assert threads[small] == loop_thread
+    assert threads[large] != loop_thread
+    assert queued == ["http://a.org/l.html", "http://a.org/s.html"]
