@@ -538,3 +538,23 @@ def test_a_large_page_is_parsed_off_the_event_loop_a_small_one_on_it(
     assert threads[small] == loop_thread
     assert threads[large] != loop_thread
     assert queued == ["http://a.org/l.html", "http://a.org/s.html"]
+
+
+@pytest.mark.integration
+def test_a_page_that_raises_gets_an_error_item_not_a_retry_loop(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    seed = "http://a.org/p.html"
+
+    async def scenario(rig: Rig) -> Any:
+        await rig.seed(seed)
+        (leased,) = await rig.pop(1)
+        rig.processor.failed(leased, RuntimeError("boom"))
+        await rig.leases.flush()
+        info = await rig.frontier.crawl_info("link", "app", "c1")
+        funnel = (await rig.frontier.crawl_funnels("link", ["c1"]))["c1"]
+        return rig.items, info.in_flight, info.total_pending, funnel.dropped
+
+    items, in_flight, pending, dropped = run_rig(redis_url, {}, scenario)
+    assert [(i["url"], i["error"]) for i in items] == \
+        [(seed, {"type": "RuntimeError", "message": "boom", "reason": "download_failed"})]
+    assert (in_flight, pending, dropped) == (0, 0, 1)

@@ -188,6 +188,8 @@ def page_links(response: Response, *, max_links: int) -> PageLinks:
         base_url = get_base_url(response)
     except (AttributeError, ValueError, TypeError):
         return PageLinks([])
+    if not hasattr(root, "iter"):  # a JSON response's root is the parsed value: no links
+        return PageLinks([])
     return links_in_tree(root, base_url=base_url, page_url=response.url,
                          encoding=response.encoding, max_links=max_links)
 

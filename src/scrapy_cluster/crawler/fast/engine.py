@@ -27,7 +27,7 @@ from scrapy_cluster.crawler.fast.leases import AsyncLeaseBook
 from scrapy_cluster.crawler.fast.pages import PageProcessor
 from scrapy_cluster.crawler.fast.politeness import Politeness
 from scrapy_cluster.frontier.model import DispatchView, LeasedRequest, PopResult
-from scrapy_cluster.outage import OutageLog
+from scrapy_cluster.outage import OutageLog, is_redis_outage
 
 ERROR_BACKOFF_S = 1.0
 logger = logging.getLogger(__name__)
@@ -149,9 +149,12 @@ class FastEngine:
             await self.processor.process(leased, enqueued_at_s=enqueued_at_s)
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - a page's bug must not stop the crawler
+        except Exception as exc:  # noqa: BLE001 - a page's bug must not stop the crawler
             logger.exception("page failed", extra={"url": leased.request.get("url")})
-            self.leases.give_back(leased.lease_id)
+            if is_redis_outage(exc):
+                self.leases.give_back(leased.lease_id)  # crawled again once Redis is back
+            else:
+                self._fail(leased, exc)
         finally:
             self._tasks.discard(asyncio.current_task())
             if self.politeness is not None:
@@ -161,6 +164,15 @@ class FastEngine:
                 del self._fetching[leased.domain]
             self._slot_freed.set()
             self._dispatch()
+
+    def _fail(self, leased: LeasedRequest, exc: BaseException) -> None:
+        """A page that raised gets an error item instead of a retry loop (see
+        ``PageProcessor.failed``); if even that fails, it is given back."""
+        try:
+            self.processor.failed(leased, exc)
+        except Exception:  # noqa: BLE001
+            logger.exception("page failed twice", extra={"url": leased.request.get("url")})
+            self.leases.give_back(leased.lease_id)
 
     async def _flush(self) -> int:
         """Every CRAWLER_ACK_FLUSH_MS: late sends (ONE round trip when any), then the acks."""

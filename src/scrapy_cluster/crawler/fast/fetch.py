@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import aiohttp
+import yarl
 
 CONNECTION_HEADERS = frozenset({
     "content-length", "connection", "keep-alive", "te", "trailers", "transfer-encoding",
@@ -103,7 +104,7 @@ class AiohttpFetcher:
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=self.connections, use_dns_cache=False,
-                                             ssl=None if self.verify_tls else False)
+                                             ssl=bool(self.verify_tls))
             self._session = aiohttp.ClientSession(
                 connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
                 skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding"))
@@ -115,7 +116,7 @@ class AiohttpFetcher:
             async with asyncio.timeout(timeout_s):
                 return await self._fetch(request, max_bytes)
         except TimeoutError as exc:
-            raise FetchError(f"Getting {request.url} took longer than {timeout_s:g} seconds.",
+            raise FetchError(f"Getting {request.url} took longer than {float(timeout_s)} seconds.",
                              error_type="DownloadTimeoutError", reason="timeout") from exc
         except aiohttp.ClientConnectorDNSError as exc:
             raise FetchError(str(exc), error_type="CannotResolveHostError") from exc
@@ -128,8 +129,11 @@ class AiohttpFetcher:
                              error_type="DownloadFailedError") from exc
 
     async def _fetch(self, request: FetchRequest, max_bytes: int) -> FetchResponse:
+        # the URL goes out exactly as queued and named in the item (it was made safe by
+        # build_request, as Scrapy's Request does): yarl must not re-quote it ('%zz', '%7E')
         async with self._client().request(
-                request.method, request.url, headers=list(request.headers),
+                request.method, yarl.URL(request.url, encoded=True),
+                headers=list(request.headers),
                 data=request.body or None, allow_redirects=False) as response:
             expected = response.content_length  # the bytes on the wire, as Scrapy checks
             if max_bytes and expected is not None and expected > max_bytes:

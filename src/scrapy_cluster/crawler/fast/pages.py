@@ -153,6 +153,17 @@ class PageProcessor:
             meta=leased.request, now_s=self.now_s()))
         self.leases.finish(leased.lease_id)
 
+    def failed(self, leased: LeasedRequest, exc: BaseException) -> None:
+        """A page whose handling raised (a bug, not an outage): an error item naming the
+        exception and the lease finished, so the page is neither lost silently nor fetched
+        again for ever. No I/O."""
+        self.funnel.add(leased.request, "dropped")
+        self.send(items.failed_item(
+            url=str(leased.request.get("url")), error_type=type(exc).__name__,
+            message=str(exc) or type(exc).__name__, reason="download_failed",
+            request_headers={}, meta=leased.request, now_s=self.now_s()))
+        self.leases.finish(leased.lease_id)
+
     async def _retry(self, leased: LeasedRequest) -> bool:
         """Queue the request again with ``retry_times + 1`` at lower priority (ONE round trip)
         and finish its lease; False when retries are used up or Redis is unreachable (the
@@ -177,10 +188,15 @@ class PageProcessor:
         location = last_header(response.headers, "Location")
         if response.status not in REDIRECT_STATUSES or location is None:
             return False
-        target = redirect_target(request.url, location)
+        stored = leased.request
+        try:
+            target = redirect_target(request.url, location)
+        except ValueError as exc:  # 'http://[::1': Scrapy's RedirectMiddleware fails the same way
+            self.funnel.add(stored, "dropped")
+            self._error_item(leased, request, "ValueError", str(exc), "download_failed")
+            return True
         if urlsplit(target).scheme not in ("http", "https"):
             return False
-        stored = leased.request
         times = int(stored.get("redirect_times") or 0) + 1
         if times > self.policy.redirect_max_times:
             self.funnel.add(stored, "dropped")
