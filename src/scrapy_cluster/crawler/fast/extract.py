@@ -70,10 +70,10 @@ class Extractor(Protocol):
 
 def response_kind(content_type: str | None, url: str, body: bytes, *,
                   content_disposition: str | None = None) -> str:
-    """``html``, ``xml``, ``text`` or ``binary``: the Scrapy response class for these values
-    (``responsetypes.from_args``, as Scrapy's download handler and HttpCompressionMiddleware
-    call it for a decoded body)."""
-    from scrapy.http import HtmlResponse, TextResponse, XmlResponse
+    """``html``, ``xml``, ``json``, ``text`` or ``binary``: the Scrapy response class for these
+    values (``responsetypes.from_args``, as Scrapy's download handler and
+    HttpCompressionMiddleware call it for a decoded body)."""
+    from scrapy.http import HtmlResponse, JsonResponse, TextResponse, XmlResponse
     from scrapy.responsetypes import responsetypes
 
     headers = {}
@@ -86,6 +86,8 @@ def response_kind(content_type: str | None, url: str, body: bytes, *,
         return "html"
     if issubclass(cls, XmlResponse):
         return "xml"
+    if issubclass(cls, JsonResponse):
+        return "json"
     return "text" if issubclass(cls, TextResponse) else "binary"
 
 
@@ -123,6 +125,8 @@ class LxmlExtractor:
         if kind == "binary":
             return Extracted(None)
         encoding = page_encoding(body, content_type)
+        if kind == "json":  # the Scrapy engine's JsonResponse has no tree: no links
+            return Extracted(encoding)
         try:
             document, head = parser_input(body, encoding)
             root = self._parse(document, xml=kind == "xml")

@@ -195,6 +195,13 @@ class PageProcessor:
             self.funnel.add(stored, "dropped")
             self._error_item(leased, request, "ValueError", str(exc), "download_failed")
             return True
+        if "://" not in target and not target.startswith(("about:", "data:")):
+            # javascript:, mailto:: scrapy.Request refuses the URL, so the Scrapy engine's
+            # RedirectMiddleware fails the request with this error
+            self.funnel.add(stored, "dropped")
+            self._error_item(leased, request, "ValueError",
+                             f"Missing scheme in request url: {target}", "download_failed")
+            return True
         if urlsplit(target).scheme not in ("http", "https"):
             return False
         times = int(stored.get("redirect_times") or 0) + 1
