@@ -251,25 +251,27 @@ class Rig:
     """A processor on a real AsyncFrontier; items collected in a list (our ``send`` seam)."""
 
     def __init__(self, redis_url: str, answers: Mapping[str, FetchResponse | FetchError], *,
-                 policy: PagePolicy = POLICY, robots: RobotsCache | None = None) -> None:
+                 policy: PagePolicy = POLICY, robots: RobotsCache | None = None,
+                 fetcher: Any = None, spider: Any = None, view: DispatchView = VIEW) -> None:
         self.client = redis.asyncio.Redis.from_url(redis_url)
-        settings = load_settings("crawler", environ={}, overrides={"QUEUE_WINDOW": 0})
-        self.frontier = AsyncFrontier.from_settings(settings, self.client)
+        self.settings = load_settings("crawler", environ={}, overrides={"QUEUE_WINDOW": 0})
+        self.frontier = AsyncFrontier.from_settings(self.settings, self.client)
         self.funnel = FunnelCounter()
         self.leases = AsyncLeaseBook(self.frontier, logger=__import__("logging").getLogger(),
                                      funnel=self.funnel)
         self.items: list[dict[str, Any]] = []
-        self.fetcher = SiteFetcher(answers)
+        self.fetcher = SiteFetcher(answers) if fetcher is None else fetcher
+        self.view = view
         self.processor = PageProcessor(
             fetcher=self.fetcher, extractor=LxmlExtractor(), frontier=self.frontier,
             leases=self.leases, send=self.items.append, funnel=self.funnel, policy=policy,
-            robots=robots)
+            robots=robots, spider=spider)
 
     async def seed(self, url: str, **fields: Any) -> None:
         await self.frontier.enqueue_many([{**CRAWL, "url": url, **fields}], dedupe=True)
 
     async def pop(self, n: int = 100) -> list[LeasedRequest]:
-        result = await self.frontier.pop(VIEW, n)
+        result = await self.frontier.pop(self.view, n)
         for leased in result.requests:
             self.leases.hold(leased.lease_id, leased.request)
         return result.requests
@@ -558,3 +560,49 @@ def test_a_page_that_raises_gets_an_error_item_not_a_retry_loop(
     assert [(i["url"], i["error"]) for i in items] == \
         [(seed, {"type": "RuntimeError", "message": "boom", "reason": "download_failed"})]
     assert (in_flight, pending, dropped) == (0, 0, 1)
+
+
+class GatedLinks:
+    """Our ``enqueue_many`` seam, held shut until the test opens it (a slow Redis)."""
+
+    def __init__(self, frontier: AsyncFrontier) -> None:
+        self.frontier, self.open = frontier, asyncio.Event()
+
+    async def enqueue_many(self, requests: Any, *, dedupe: bool = False,
+                           funnel: bool = True) -> Any:
+        await self.open.wait()
+        return await self.frontier.enqueue_many(requests, dedupe=dedupe, funnel=funnel)
+
+
+@pytest.mark.integration
+def test_a_downloaded_page_frees_its_slot_and_at_most_twice_the_slots_are_in_hand(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    pages = [f"http://a.org/{n}.html" for n in range(6)]
+    answers = {url: html(url, "/next.html") for url in pages}
+
+    async def scenario(rig: Rig) -> Any:
+        for url in pages:
+            await rig.seed(url, maxdepth=1)
+        gate = GatedLinks(rig.frontier)
+        rig.processor.frontier = gate
+        engine = FastEngine(rig.frontier, rig.processor, rig.leases, view=lambda: VIEW,
+                            slots=2, per_domain=2, ack_flush_s=0.02, reap_interval_s=1)
+        task = asyncio.create_task(engine.run())
+        for _ in range(500):  # at most ~5 s
+            if len(rig.fetcher.fetched) >= 4:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # nothing more may start while the links wait
+        while_shut = list(rig.fetcher.fetched)
+        gate.open.set()
+        for _ in range(1000):
+            if len(rig.items) > len(pages):
+                break
+            await asyncio.sleep(0.01)
+        engine.stop()
+        await task
+        return while_shut, sorted(i["url"] for i in rig.items)
+
+    while_shut, delivered = run_rig(redis_url, answers, scenario)
+    assert len(while_shut) == 4  # 2 slots downloading, then 2 more pages past their download
+    assert delivered == sorted([*pages, "http://a.org/next.html"])

@@ -10,7 +10,6 @@ random draw, and compare the request queued and the item produced. Tests marked
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
 from collections.abc import Mapping
 from typing import Any
@@ -31,24 +30,21 @@ from scrapy_cluster.crawler.fast.app import check_spider
 from scrapy_cluster.crawler.fast.engine import FastEngine
 from scrapy_cluster.crawler.fast.extract import LxmlExtractor
 from scrapy_cluster.crawler.fast.fetch import FetchResponse
-from scrapy_cluster.crawler.fast.leases import AsyncLeaseBook
-from scrapy_cluster.crawler.fast.pages import PageProcessor, response_header_dict
+from scrapy_cluster.crawler.fast.pages import response_header_dict
 from scrapy_cluster.crawler.fast.requests import build_request, header_dict, last_header
 from scrapy_cluster.crawler.fast.spiders import (
     LinkSpider,
     WanderingSpider,
     fast_spider,
 )
-from scrapy_cluster.crawler.funnel import FunnelCounter
 from scrapy_cluster.crawler.middlewares import MetaPassthroughMiddleware
 from scrapy_cluster.crawler.serialization import request_from_dict, request_to_dict
 from scrapy_cluster.crawler.spiders.wandering import WanderingSpider as ScrapyWanderingSpider
 from scrapy_cluster.errors import SettingsError
 from scrapy_cluster.frontier import AsyncFrontier, DispatchView
-from scrapy_cluster.frontier.model import LeasedRequest
 from scrapy_cluster.settings import load_settings
 from tests.support.services import free_port
-from tests.test_fast_engine_units import POLICY, scrapy_request
+from tests.test_fast_engine_units import POLICY, Rig, scrapy_request
 
 VIEW = DispatchView("wandering")
 PAGE_URL = "http://example.com/dir/page.html"
@@ -238,38 +234,20 @@ class Answers:
         return None
 
 
-class WanderRig:
+class WanderRig(Rig):
     """A wandering-spider processor on a real AsyncFrontier; items collected in a list."""
 
     def __init__(self, redis_url: str, pages: Mapping[str, list[str]], seed: int = 0) -> None:
-        self.client = redis.asyncio.Redis.from_url(redis_url)
         settings = load_settings("crawler", environ={}, overrides={"QUEUE_WINDOW": 0})
-        self.frontier = AsyncFrontier.from_settings(settings, self.client)
-        self.funnel = FunnelCounter()
-        self.leases = AsyncLeaseBook(self.frontier, logger=logging.getLogger(),
-                                     funnel=self.funnel)
-        self.items: list[dict[str, Any]] = []
-        self.fetcher = Answers(pages)
-        self.processor = PageProcessor(
-            fetcher=self.fetcher, extractor=LxmlExtractor(), frontier=self.frontier,
-            leases=self.leases, send=self.items.append, funnel=self.funnel, policy=POLICY,
-            spider=WanderingSpider.from_settings(settings, rng=random.Random(seed)))
+        super().__init__(redis_url, {}, fetcher=Answers(pages), view=VIEW,
+                         spider=WanderingSpider.from_settings(settings, rng=random.Random(seed)))
 
     async def seed(self, url: str, **fields: Any) -> None:
         crawl = {k: v for k, v in CRAWL.items() if k not in ("meta", "curdepth", "maxdepth")}
         await self.frontier.enqueue_many([{**crawl, "url": url, **fields}], dedupe=True)
 
-    async def pop(self, n: int = 100) -> list[LeasedRequest]:
-        result = await self.frontier.pop(VIEW, n)
-        for leased in result.requests:
-            self.leases.hold(leased.lease_id, leased.request)
-        return result.requests
-
     async def funnel_of(self) -> Any:
         return (await self.frontier.crawl_funnels("wandering", ["w1"]))["w1"]
-
-    async def close(self) -> None:
-        await self.client.aclose()
 
 
 def run_wander(redis_url: str, pages: Mapping[str, list[str]], scenario: Any,

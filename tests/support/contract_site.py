@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from random import Random
 
+from scrapy_cluster.testing.site import HostServers
 from tests.support.services import free_port
 
 ROBOTS_PATH = "/robots.txt"
@@ -62,7 +63,7 @@ def html_page(title: str, links: Iterable[str], extra: str = "") -> bytes:
             f"<ul>\n{anchors}</ul>{extra}</body></html>").encode()
 
 
-class ContractSite:
+class ContractSite(HostServers):
     """Serves chosen pages on several loopback hosts and logs every request."""
 
     def __init__(self, hosts: Sequence[str], port: int | None = None) -> None:
@@ -138,27 +139,11 @@ class ContractSite:
                       if hit.host == host and hit.path != ROBOTS_PATH)
 
     # --- serving ----------------------------------------------------------------------------
-    def start(self) -> ContractSite:
-        self.stopping.clear()
-        for host in self.hosts:
-            server = _HostServer(host, self.port, self)
-            threading.Thread(target=server.serve_forever, name=f"contract-site-{host}",
-                             daemon=True).start()
-            self._servers.append(server)
-        return self
+    def _hosts(self) -> Sequence[str]:
+        return self.hosts
 
-    def stop(self) -> None:
-        self.stopping.set()
-        for server in self._servers:
-            server.shutdown()
-            server.server_close()
-        self._servers.clear()
-
-    def __enter__(self) -> ContractSite:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def _server(self, host: str) -> ThreadingHTTPServer:
+        return _HostServer(host, self.port, self)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -127,11 +127,9 @@ local function wake(spider, tokens)
   local key = spider_key('wake', spider)
   local ones = {}
   for i = 1, math.min(tokens, WAKE_TOKENS_MAX) do ones[i] = 1 end
-  local length = redis.call('RPUSH', key, unpack(ones))
-  -- a list nobody waits on keeps at most WAKE_TOKENS_MAX tokens and goes WAKE_TTL_MS after
-  -- it was last created (waiting crawlers take the tokens as they come, deleting it)
-  if length > WAKE_TOKENS_MAX then redis.call('LTRIM', key, -WAKE_TOKENS_MAX, -1) end
-  if length == #ones then redis.call('PEXPIRE', key, WAKE_TTL_MS) end
+  redis.call('RPUSH', key, unpack(ones))
+  redis.call('LTRIM', key, -WAKE_TOKENS_MAX, -1)
+  redis.call('PEXPIRE', key, WAKE_TTL_MS)
 end
 
 local function live_views(spider, now, view_timeout_ms)

@@ -44,18 +44,12 @@ local defaults = {hits = default_hits, window_ms = default_window_ms, moderated 
 -- Queued counts taken per crawl and field, written once at the end (count_add).
 local taken = {}
 
--- Pops the head of the top sub-queue. Returns the item and the index's new top
--- member (worked out from the two leading members read before, no extra read).
-local function take_item(domain, index, head, priority, crawl)
-  local top = head[1]
-  local sub = subqueue_key(spider, domain, priority, crawl)
-  local item = redis.call('LPOP', sub)
-  if not item then
-    redis.call('ZREM', index, top)
-    return nil
-  end
-  local new_top = head[3]
-  local following = redis.call('LINDEX', sub, 0)
+-- After ``count`` items were taken off the top sub-queue (its head was head[1], the index's
+-- second member head[3] with score head[4]): re-scores its index entry by its next item
+-- ``following`` (or drops it when there is none) and counts the items off the crawl's queued
+-- field. Returns the index's new top member, worked out with no extra read.
+local function after_take(domain, index, head, priority, crawl, following, count)
+  local top, new_top = head[1], head[3]
   if following then
     local score = index_score(priority, item_seq(following))
     redis.call('ZADD', index, score, top)
@@ -69,8 +63,21 @@ local function take_item(domain, index, head, priority, crawl)
     counts = {}
     taken[crawl] = counts
   end
-  counts[field] = (counts[field] or 0) - 1
-  return item, new_top
+  counts[field] = (counts[field] or 0) - count
+  return new_top
+end
+
+-- Pops the head of the top sub-queue. Returns the item and the index's new top
+-- member (worked out from the two leading members read before, no extra read).
+local function take_item(domain, index, head, priority, crawl)
+  local top = head[1]
+  local sub = subqueue_key(spider, domain, priority, crawl)
+  local item = redis.call('LPOP', sub)
+  if not item then
+    redis.call('ZREM', index, top)
+    return nil
+  end
+  return item, after_take(domain, index, head, priority, crawl, redis.call('LINDEX', sub, 0), 1)
 end
 
 -- Domain blacklist membership, read once per domain and call.
@@ -122,25 +129,9 @@ local function take_items(domain, index, head, priority, crawl, k)
     count = count + 1
   end
   redis.call('LTRIM', sub, count, -1)
-  local new_top = head[3]
-  local following = items[count + 1]
-  if following then
-    local score = index_score(priority, item_seq(following))
-    redis.call('ZADD', index, score, top)
-    if not new_top or score <= second then new_top = top end
-  else
-    redis.call('ZREM', index, top)
-  end
   local taken_items = {}
   for i = 1, count do taken_items[i] = items[i] end
-  local field = domain .. '|' .. priority
-  local counts = taken[crawl]
-  if counts == nil then
-    counts = {}
-    taken[crawl] = counts
-  end
-  counts[field] = (counts[field] or 0) - count
-  return taken_items, new_top
+  return taken_items, after_take(domain, index, head, priority, crawl, items[count + 1], count)
 end
 
 local function reschedule(domain, top, allowed_ms)

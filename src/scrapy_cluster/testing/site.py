@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from random import Random
+from typing import Self
 from urllib.parse import urlsplit
 
 from scrapy_cluster.testing.hostile import HostileSizes, Streamed, render_hostile
@@ -309,7 +310,43 @@ class _HostServer(ThreadingHTTPServer):
         super().__init__((host, port), _Handler)
 
 
-class SiteServer:
+class HostServers:
+    """One threaded HTTP server per host, all on one port, each in a daemon thread; a
+    subclass says which hosts and builds each server (``_server``)."""
+
+    stopping: threading.Event
+    """Set by ``stop``: long answers (streamed bodies) end at their next chunk."""
+    _servers: list[ThreadingHTTPServer]
+
+    def _hosts(self) -> Sequence[str]:
+        raise NotImplementedError
+
+    def _server(self, host: str) -> ThreadingHTTPServer:
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        self.stopping.clear()
+        for host in self._hosts():
+            server = self._server(host)
+            threading.Thread(target=server.serve_forever, name=f"site-{host}", daemon=True).start()
+            self._servers.append(server)
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
+        self._servers.clear()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class SiteServer(HostServers):
     """Serves a ``GeneratedSite`` on every configured host, one thread per host.
 
     Keeps the site's own request log: hits per URL, and the arrival time
@@ -321,9 +358,8 @@ class SiteServer:
         self.hits: Counter[str] = Counter()
         self.arrivals_s: dict[str, list[float]] = defaultdict(list)
         self._lock = threading.Lock()
-        self._servers: list[_HostServer] = []
+        self._servers = []
         self.stopping = threading.Event()
-        """Set by ``stop``: streamed answers (``/hostile/``) end at their next chunk."""
 
     def record(self, host: str, path: str) -> None:
         arrived_s = time.monotonic()
@@ -341,26 +377,11 @@ class SiteServer:
         with self._lock:
             return {host: list(times) for host, times in self.arrivals_s.items()}
 
-    def start(self) -> SiteServer:
-        self.stopping.clear()
-        for host in self.site.config.hosts:
-            server = _HostServer(host, self.site.port, self)
-            threading.Thread(target=server.serve_forever, name=f"site-{host}", daemon=True).start()
-            self._servers.append(server)
-        return self
+    def _hosts(self) -> Sequence[str]:
+        return self.site.config.hosts
 
-    def stop(self) -> None:
-        self.stopping.set()
-        for server in self._servers:
-            server.shutdown()
-            server.server_close()
-        self._servers.clear()
-
-    def __enter__(self) -> SiteServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def _server(self, host: str) -> ThreadingHTTPServer:
+        return _HostServer(host, self.site.port, self)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

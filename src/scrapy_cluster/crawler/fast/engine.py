@@ -1,7 +1,8 @@
 """The fast engine's loop: slots, fair per-domain dispatch, pops, acks, reaps.
 
 * **Pops.** ONE ``pop(view, n)`` with ``n`` = free slots (CRAWLER_CONCURRENCY minus requests
-  fetching or waiting for their domain). A full pop waits for a slot to free; a short pop
+  fetching or waiting for their domain; a page frees its slot when its download is over, and
+  at most another CRAWLER_CONCURRENCY pages may be past it, parsing or queueing links). A full pop waits for a slot to free; a short pop
   awaits ``frontier.wait_for_work(view, result)`` (the frontier's ready time or a wake token),
   so nothing polls.
 * **Fairness.** A domain fetches at most ``min(CRAWLER_PER_DOMAIN_CONCURRENCY, max(1, slots //
@@ -48,6 +49,7 @@ class FastEngine:
         self._waiting: defaultdict[str, deque[tuple[LeasedRequest, float | None]]] = \
             defaultdict(deque)
         self._fetching: defaultdict[str, int] = defaultdict(int)
+        self._finishing = 0  # pages past their download: parsing, queueing links, sending
         self._tasks: set[asyncio.Task[None]] = set()
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -62,6 +64,14 @@ class FastEngine:
     def busy(self) -> int:
         """Requests fetching or waiting for their domain."""
         return sum(self._fetching.values()) + sum(len(q) for q in self._waiting.values())
+
+    @property
+    def free(self) -> int:
+        """Requests a pop may ask for: the slots not downloading or waiting, while pages past
+        their download (parsing, waiting for their links' enqueue) stay under another
+        ``slots`` (so at most 2 x slots pages are in memory)."""
+        busy = self.busy
+        return min(self.slots - busy, 2 * self.slots - busy - self._finishing)
 
     def domain_cap(self) -> int:
         active = len({*self._waiting, *(d for d, n in self._fetching.items() if n)})
@@ -83,7 +93,7 @@ class FastEngine:
     # --- the loop ----------------------------------------------------------------------------
 
     async def _step(self) -> None:
-        free = self.slots - self.busy
+        free = self.free
         if free <= 0:
             await self._until(self._slot_freed.wait())
             self._slot_freed.clear()
@@ -145,8 +155,20 @@ class FastEngine:
                 del self._waiting[domain]
 
     async def _run_page(self, leased: LeasedRequest, enqueued_at_s: float | None) -> None:
+        downloaded = False
+
+        def fetched() -> None:
+            """The download is over: its slot (and its domain's) frees for the next request
+            while this page is parsed and its links queued."""
+            nonlocal downloaded
+            if downloaded:
+                return
+            downloaded = True
+            self._finishing += 1
+            self._fetch_over(leased.domain)
+
         try:
-            await self.processor.process(leased, enqueued_at_s=enqueued_at_s)
+            await self.processor.process(leased, enqueued_at_s=enqueued_at_s, fetched=fetched)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a page's bug must not stop the crawler
@@ -159,11 +181,18 @@ class FastEngine:
             self._tasks.discard(asyncio.current_task())
             if self.politeness is not None:
                 self.politeness.forget(leased.lease_id)
-            self._fetching[leased.domain] -= 1
-            if not self._fetching[leased.domain]:
-                del self._fetching[leased.domain]
-            self._slot_freed.set()
-            self._dispatch()
+            if downloaded:
+                self._finishing -= 1
+                self._slot_freed.set()
+            else:
+                self._fetch_over(leased.domain)
+
+    def _fetch_over(self, domain: str) -> None:
+        self._fetching[domain] -= 1
+        if not self._fetching[domain]:
+            del self._fetching[domain]
+        self._slot_freed.set()
+        self._dispatch()
 
     def _fail(self, leased: LeasedRequest, exc: BaseException) -> None:
         """A page that raised gets an error item instead of a retry loop (see

@@ -81,9 +81,10 @@ class PageProcessor:
         self.robots, self.ssrf, self.observer = robots, ssrf, observer
         self.on_give_back, self.politeness, self.now_s = on_give_back, politeness, now_s
 
-    async def process(self, leased: LeasedRequest, *, enqueued_at_s: float | None = None) -> None:
+    async def process(self, leased: LeasedRequest, *, enqueued_at_s: float | None = None,
+                      fetched: Callable[[], None] | None = None) -> None:
         """Handle one popped request (held in ``leases``) until its lease is finished or given
-        back."""
+        back. ``fetched`` is called once the download is over (answered or failed)."""
         stored = leased.request
         try:
             request = build_request(stored, self.policy)
@@ -99,8 +100,12 @@ class PageProcessor:
             response = await self.fetcher.fetch(request, timeout_s=self.policy.download_timeout_s,
                                                 max_bytes=self.policy.download_maxsize)
         except FetchError as exc:
+            if fetched is not None:
+                fetched()
             await self._failed(leased, request, exc)
             return
+        if fetched is not None:
+            fetched()
         waited_s = None if enqueued_at_s is None else time.monotonic() - enqueued_at_s
         self.funnel.add(stored, f"fetched:{response.status}")
         if self.observer is not None:
