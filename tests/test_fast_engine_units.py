@@ -276,6 +276,15 @@ class Rig:
             self.leases.hold(leased.lease_id, leased.request)
         return result.requests
 
+    async def process_with_redis_down(self, leased: LeasedRequest) -> None:
+        """Process ``leased`` with its links' enqueue going to an unreachable Redis, then
+        flush the lease book."""
+        down = redis.asyncio.Redis(port=free_port(), socket_connect_timeout=0.5)
+        self.processor.frontier = AsyncFrontier(down, self.frontier.calls)
+        await self.processor.process(leased)
+        await down.aclose()
+        await self.leases.flush()
+
     async def crawl_one(self) -> list[LeasedRequest]:
         """Pop one request, process it, ack: the requests it left queued, popped."""
         (leased,) = await self.pop(1)
@@ -434,11 +443,7 @@ def test_unreachable_redis_while_queueing_links_gives_the_lease_back(
     async def scenario(rig: Rig) -> Any:
         await rig.seed(seed)
         (leased,) = await rig.pop(1)
-        down = redis.asyncio.Redis(port=free_port(), socket_connect_timeout=0.5)
-        rig.processor.frontier = AsyncFrontier(down, rig.frontier.calls)
-        await rig.processor.process(leased)
-        await down.aclose()
-        await rig.leases.flush()
+        await rig.process_with_redis_down(leased)
         return rig.items, [q.request["url"] for q in await rig.pop()]
 
     assert run_rig(redis_url, {seed: html(seed, "/q.html")}, scenario) == ([], [seed])

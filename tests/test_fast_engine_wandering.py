@@ -41,9 +41,8 @@ from scrapy_cluster.crawler.middlewares import MetaPassthroughMiddleware
 from scrapy_cluster.crawler.serialization import request_from_dict, request_to_dict
 from scrapy_cluster.crawler.spiders.wandering import WanderingSpider as ScrapyWanderingSpider
 from scrapy_cluster.errors import SettingsError
-from scrapy_cluster.frontier import AsyncFrontier, DispatchView
+from scrapy_cluster.frontier import DispatchView
 from scrapy_cluster.settings import load_settings
-from tests.support.services import free_port
 from tests.test_fast_engine_units import POLICY, Rig, scrapy_request
 
 VIEW = DispatchView("wandering")
@@ -321,11 +320,7 @@ def test_unreachable_redis_while_queueing_the_link_gives_the_lease_back_without_
     async def scenario(rig: WanderRig) -> Any:
         await rig.seed("http://example.com/0.html")
         (leased,) = await rig.pop(1)
-        down = redis.asyncio.Redis(port=free_port(), socket_connect_timeout=0.5)
-        rig.processor.frontier = AsyncFrontier(down, rig.frontier.calls)
-        await rig.processor.process(leased)
-        await down.aclose()
-        await rig.leases.flush()
+        await rig.process_with_redis_down(leased)
         return rig.items, [(q.request["url"], q.request.get("meta")) for q in await rig.pop()]
 
     assert run_wander(redis_url, CHAIN, scenario) == \
