@@ -55,7 +55,7 @@ class EnqueueBatch:
     @property
     def empty(self) -> bool:
         """True when no request is left to send."""
-        return len(self.call[1]) == ENQUEUE_HEADER_ARGS
+        return FrontierCalls.enqueue_is_empty(self.call)
 
 
 def _curdepth(request: Mapping[str, Any]) -> int:

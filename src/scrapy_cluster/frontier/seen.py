@@ -110,9 +110,6 @@ class SeenCache:
                 self._old, self._young = young, {}
                 young = self._young
 
-    def clear(self) -> None:
-        self._young, self._old = {}, {}
-
 
 def safe_window_s(settings: Mapping[str, Any]) -> float:
     """How long an entry may be trusted: ``FRONTIER_SEEN_CACHE_S``, at most half of the
