@@ -49,6 +49,7 @@ from scrapy_cluster.crawler.links import page_links
 from scrapy_cluster.crawler.middlewares import CrawlCookiesMiddleware
 from scrapy_cluster.crawler.serialization import request_from_dict
 from scrapy_cluster.crawler.spiders.link import LinkSpider
+from scrapy_cluster.crawler.ssrf import AddressGuard
 from scrapy_cluster.frontier import AsyncFrontier, DispatchView
 from scrapy_cluster.frontier.model import LeasedRequest
 from scrapy_cluster.settings import load_settings
@@ -158,7 +159,7 @@ def test_a_domain_gets_at_most_its_share_of_the_slots() -> None:
 
 
 def test_ssrf_check_refuses_loopback_with_the_scrapy_crawlers_message() -> None:
-    message = asyncio.run(ssrf_check(())("http://127.0.0.1:8080/x"))
+    message = asyncio.run(ssrf_check(AddressGuard())("http://127.0.0.1:8080/x"))
     assert message is not None and message.startswith(
         "refused http://127.0.0.1:8080/x: 127.0.0.1 is a loopback address (127.0.0.1)")
 

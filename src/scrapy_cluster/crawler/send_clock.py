@@ -23,11 +23,13 @@ from typing import Any
 from scrapy import Request
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.crawler import Crawler
+from scrapy.exceptions import CannotResolveHostError
 from scrapy.http import Response
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_cluster.crawler.meta import LEASE_META_KEY
+from scrapy_cluster.crawler.ssrf import connect_refusal
 from scrapy_cluster.frontier.model import LateSend, LeasedRequest
 
 
@@ -142,6 +144,15 @@ class SendClockedDownloadHandler(HTTP11DownloadHandler):
         call_later(0, on_sent, request)
 
     async def download_request(self, request: Request) -> Response:
+        try:
+            return await self._clocked_download(request)
+        except CannotResolveHostError as exc:  # Twisted's DNSLookupError, as Scrapy names it
+            refusal = connect_refusal(request.url)
+            if refusal is not None:
+                raise refusal from exc
+            raise
+
+    async def _clocked_download(self, request: Request) -> Response:
         on_sent = self._on_sent()
         if on_sent is None or not request.meta.get(LEASE_META_KEY):
             return await super().download_request(request)

@@ -18,6 +18,9 @@ DOWNLOAD_HANDLERS = {
     "https": "scrapy_cluster.crawler.send_clock.SendClockedDownloadHandler",
 }
 
+# The SSRF guard's second step: only allowed addresses reach a connection (crawler/ssrf.py)
+TWISTED_DNS_RESOLVER = "scrapy_cluster.crawler.ssrf.GuardedNameResolver"
+
 # Responsible crawling
 ROBOTSTXT_OBEY = True
 DNSCACHE_ENABLED = False

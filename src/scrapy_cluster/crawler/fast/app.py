@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -27,7 +27,7 @@ from scrapy_cluster.crawler.fast.robots import RobotsCache
 from scrapy_cluster.crawler.fast.sender import ItemSender
 from scrapy_cluster.crawler.fast.spiders import SPIDERS, fast_spider
 from scrapy_cluster.crawler.funnel import FunnelCounter
-from scrapy_cluster.crawler.ssrf import IpNetwork, first_forbidden, resolve
+from scrapy_cluster.crawler.ssrf import AddressGuard, aiohttp_host
 from scrapy_cluster.crawler.stats import NO_RESPONSE, ResponseStats
 from scrapy_cluster.crawler.telemetry import FetchTelemetry
 from scrapy_cluster.errors import SettingsError
@@ -46,22 +46,16 @@ def check_spider(name: str) -> None:
                             f"{name!r}; use --engine scrapy for it")
 
 
-def ssrf_check(allowed: Sequence[IpNetwork]) -> Any:
-    """``async (url) -> message | None`` with ``SsrfGuardMiddleware``'s rule and messages."""
+def ssrf_check(guard: AddressGuard) -> Any:
+    """``async (url) -> message | None``: the guard's first step on the host aiohttp will
+    connect to (its second step is the fetcher's socket factory)."""
 
     async def check(url: str) -> str | None:
-        host = url.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
-        host = host[1:].split("]", 1)[0] if host.startswith("[") else host.rsplit(":", 1)[0]
         try:
-            addresses = await resolve(host)
-        except OSError as exc:
-            return f"cannot resolve {host!r}: {exc}"
-        found = first_forbidden(addresses, allowed)
-        if found is None:
-            return None
-        address, reason = found
-        return (f"refused {url}: {host} is {reason} ({address}); set "
-                f"CRAWLER_ALLOW_PRIVATE_NETWORKS = True to allow internal addresses")
+            host = aiohttp_host(url)
+        except ValueError as exc:
+            return f"refused {url}: no host the HTTP client can read ({exc})"
+        return await guard.check(url, host)
 
     return check
 
@@ -180,7 +174,10 @@ async def _main(settings: Mapping[str, Any]) -> None:
                         max_bytes=policy.max_item_bytes, funnel=funnel)
     leases = AsyncLeaseBook(frontier, logger=logger, before_ack=sender.confirm, funnel=funnel)
     slots = int(settings["CRAWLER_CONCURRENCY"])
-    fetcher = AiohttpFetcher(connections=slots, verify_tls=bool(settings["CRAWLER_TLS_VERIFY"]))
+    address_guard = None if policy.allowed_networks is None else AddressGuard(
+        policy.allowed_networks)
+    fetcher = AiohttpFetcher(connections=slots, verify_tls=bool(settings["CRAWLER_TLS_VERIFY"]),
+                             guard=address_guard)
     observer = response_stats(settings, sync_client, spider.name)
     ip = PublicIpRefresher.from_settings(settings, logger)
     ip_enabled = bool(settings["SCHEDULER_IP_ENABLED"])
@@ -189,7 +186,7 @@ async def _main(settings: Mapping[str, Any]) -> None:
         return DispatchView(spider.name, ip.current() if ip_enabled else None)
 
     politeness = build_politeness(settings, policy, frontier, view, sync_client)
-    guard = None if policy.allowed_networks is None else ssrf_check(policy.allowed_networks)
+    guard = None if address_guard is None else ssrf_check(address_guard)
     given_back = OutageLog(logger)
     processor = PageProcessor(
         fetcher=fetcher, extractor=LxmlExtractor(), leases=leases,

@@ -14,6 +14,8 @@ from typing import Protocol
 import aiohttp
 import yarl
 
+from scrapy_cluster.crawler.ssrf import AddressGuard, ForbiddenConnection, refusal_message
+
 CONNECTION_HEADERS = frozenset({
     "content-length", "connection", "keep-alive", "te", "trailers", "transfer-encoding",
     "upgrade", "proxy-connection"})
@@ -93,18 +95,23 @@ class AiohttpFetcher:
     No cookie jar (each request carries its crawl's cookies), no DNS cache (like the Scrapy
     crawler's DNSCACHE_ENABLED = False), redirects not followed. ``verify_tls`` False (the
     default of CRAWLER_TLS_VERIFY) accepts any certificate, as Scrapy's default context
-    factory does, so both engines fetch the same HTTPS sites.
+    factory does, so both engines fetch the same HTTPS sites. With a ``guard`` every socket
+    is made by ``AddressGuard.socket_factory``: a connection to a refused address fails with
+    a ``ForbiddenAddress`` error (not retried) before any byte is sent.
     """
 
-    def __init__(self, *, connections: int, verify_tls: bool = False) -> None:
+    def __init__(self, *, connections: int, verify_tls: bool = False,
+                 guard: AddressGuard | None = None) -> None:
         self.connections = connections
         self.verify_tls = verify_tls
+        self.guard = guard
         self._session: aiohttp.ClientSession | None = None
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self.connections, use_dns_cache=False,
-                                             ssl=bool(self.verify_tls))
+            connector = aiohttp.TCPConnector(
+                limit=self.connections, use_dns_cache=False, ssl=bool(self.verify_tls),
+                socket_factory=None if self.guard is None else self.guard.socket_factory)
             self._session = aiohttp.ClientSession(
                 connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
                 skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding"))
@@ -121,6 +128,12 @@ class AiohttpFetcher:
         except aiohttp.ClientConnectorDNSError as exc:
             raise FetchError(str(exc), error_type="CannotResolveHostError") from exc
         except aiohttp.ClientConnectorError as exc:
+            if isinstance(exc.os_error, ForbiddenConnection):
+                forbidden = exc.os_error
+                raise FetchError(
+                    refusal_message(request.url, exc.host, forbidden.address, forbidden.reason)
+                    + " (refused at connect time)", error_type="ForbiddenAddress",
+                    reason="ssrf", retryable=False) from exc
             refused = isinstance(exc.os_error, ConnectionRefusedError)
             raise FetchError(str(exc), error_type="DownloadConnectionRefusedError" if refused
                              else "DownloadFailedError") from exc
