@@ -211,3 +211,25 @@ def test_a_url_the_first_checks_allow_never_makes_a_client_connect_internally(
         assert not connects_internally(agent_host(url)), url
     if asyncio.run(ssrf_check(GUARD)(url)) is None:
         assert not connects_internally(aiohttp_host(url)), url
+
+
+def test_the_crawler_settings_install_the_guarded_resolver() -> None:
+    from scrapy_cluster.crawler.runner import scrapy_settings
+    from scrapy_cluster.crawler.ssrf import RESOLVER_PATH, installed_resolver
+    from scrapy_cluster.settings import load_settings
+
+    settings = scrapy_settings(load_settings("crawler", environ={}))
+    assert installed_resolver(settings) == RESOLVER_PATH
+
+
+def test_a_replaced_resolver_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    from scrapy.utils.test import get_crawler
+
+    crawler = get_crawler(settings_dict={"CRAWLER_ALLOW_PRIVATE_NETWORKS": False,
+                                         "DNS_RESOLVER": "scrapy.resolver.CachingHostnameResolver"})
+    with caplog.at_level("WARNING", logger="scrapy_cluster.crawler.ssrf"):
+        SsrfGuardMiddleware.from_crawler(crawler)
+    assert [r.getMessage() for r in caplog.records] == [
+        "the SSRF guard checks only URLs, not the addresses connected to: the DNS resolver is "
+        "scrapy.resolver.CachingHostnameResolver, not scrapy_cluster.crawler.ssrf."
+        "GuardedNameResolver (leave TWISTED_DNS_RESOLVER and DNS_RESOLVER unset)"]

@@ -19,7 +19,7 @@ DOWNLOAD_HANDLERS = {
 }
 
 # The SSRF guard's second step: only allowed addresses reach a connection (crawler/ssrf.py)
-TWISTED_DNS_RESOLVER = "scrapy_cluster.crawler.ssrf.GuardedNameResolver"
+TWISTED_DNS_RESOLVER = "scrapy_cluster.crawler.ssrf.GuardedNameResolver"  # ssrf.RESOLVER_PATH
 
 # Responsible crawling
 ROBOTSTXT_OBEY = True

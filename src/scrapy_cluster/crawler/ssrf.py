@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import ipaddress
+import logging
 import socket
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,6 +40,7 @@ import yarl
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.settings import SETTINGS_PRIORITIES
 from twisted.internet.interfaces import IHostnameResolver, IResolutionReceiver
 from twisted.web.client import URI
 from zope.interface import implementer
@@ -50,6 +52,7 @@ IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
     "169.254.169.254", "169.254.170.2", "100.100.100.200", "192.0.0.192", "fd00:ec2::254"))
 SHARED_NETWORK = ipaddress.ip_network("100.64.0.0/10")
+logger = logging.getLogger(__name__)
 HINT = "set CRAWLER_ALLOW_PRIVATE_NETWORKS = True to allow internal addresses"
 
 
@@ -185,6 +188,12 @@ class SsrfGuardMiddleware:
         guard = AddressGuard.from_settings(cluster_settings(crawler))
         if guard is None:
             raise NotConfigured("CRAWLER_ALLOW_PRIVATE_NETWORKS is on")
+        resolver = installed_resolver(crawler.settings)
+        if resolver != RESOLVER_PATH:
+            logger.warning(
+                "the SSRF guard checks only URLs, not the addresses connected to: the DNS "
+                "resolver is %s, not %s (leave TWISTED_DNS_RESOLVER and DNS_RESOLVER unset)",
+                resolver, RESOLVER_PATH, extra={"event": "ssrf_resolver_replaced"})
         return cls(guard.allowed)
 
     async def process_request(self, request: Request) -> None:
@@ -196,6 +205,19 @@ class SsrfGuardMiddleware:
         message = await self.guard.check(request.url, host)
         if message is not None:
             raise ForbiddenAddress(message)
+
+
+RESOLVER_PATH = "scrapy_cluster.crawler.ssrf.GuardedNameResolver"
+
+
+def installed_resolver(settings: Any) -> str:
+    """The resolver class Scrapy's ``CrawlerProcess`` installs (its own rule: the deprecated
+    DNS_RESOLVER wins when it was set with a higher priority than TWISTED_DNS_RESOLVER)."""
+    dns_priority = settings.getpriority("DNS_RESOLVER") or 0
+    twisted_priority = settings.getpriority("TWISTED_DNS_RESOLVER") or 0
+    if dns_priority > SETTINGS_PRIORITIES["default"] and dns_priority >= twisted_priority:
+        return str(settings["DNS_RESOLVER"])
+    return str(settings["TWISTED_DNS_RESOLVER"])
 
 
 REFUSALS_KEPT = 1024
