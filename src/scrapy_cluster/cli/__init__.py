@@ -14,6 +14,8 @@ import click
 from scrapy_cluster import __version__
 from scrapy_cluster.cli.context import CliContext
 from scrapy_cluster.cli.help import OneScreenGroup
+from scrapy_cluster.errors import SettingsError
+from scrapy_cluster.settings.loader import parse_flag
 
 _SUBCOMMAND_MODULES = (
     "scrapy_cluster.cli.settings_cmd",
@@ -40,19 +42,25 @@ _SUBCOMMAND_MODULES = (
 @click.option("--redis-url", metavar="URL", help="REDIS_URL")
 @click.option("--bus", "bus_backend", type=click.Choice(["kafka", "redis"]), help="BUS_BACKEND")
 @click.option("--kafka-hosts", metavar="HOSTS", help="KAFKA_HOSTS")
+@click.option("--set", "-s", "assignments", metavar="NAME=VALUE", multiple=True,
+              help="Any setting, typed as in the environment (repeatable).")
 @click.pass_context
 def main(ctx: click.Context, settings_file: str | None, log_level: str | None,
          log_json: bool | None, redis_url: str | None, bus_backend: str | None,
-         kafka_hosts: str | None) -> None:
+         kafka_hosts: str | None, assignments: tuple[str, ...]) -> None:
     """A distributed, on-demand web-crawling cluster."""
+    try:
+        assigned = dict(parse_flag(assignment) for assignment in assignments)
+    except SettingsError as exc:
+        raise click.UsageError(str(exc)) from exc
     flags = {"LOG_LEVEL": log_level.upper() if log_level else None, "LOG_JSON": log_json,
              "REDIS_URL": redis_url, "BUS_BACKEND": bus_backend, "KAFKA_HOSTS": kafka_hosts}
     if log_level:
         flags["SC_LOG_LEVEL"] = log_level.upper()
     if log_json is not None:
         flags["SC_LOG_JSON"] = log_json
-    ctx.obj = CliContext(settings_file=settings_file,
-                         overrides={k: v for k, v in flags.items() if v is not None})
+    ctx.obj = CliContext(settings_file=settings_file, overrides={
+        **assigned, **{k: v for k, v in flags.items() if v is not None}})
 
 
 for _module in _SUBCOMMAND_MODULES:

@@ -19,8 +19,12 @@ def render_markdown() -> str:
              "Precedence, lowest first: built-in default, the component's own default, "
              "`localsettings.py` (`--settings FILE`, `$SC_SETTINGS`, or `./localsettings.py`), "
              "an environment variable of the same name (parsed by the default's type: "
-             "int, float, bool, JSON for lists and dicts), then command-line flags. "
-             "Dict settings merge one level deep.", ""]
+             "int, float, bool, JSON for lists and dicts), then command-line flags "
+             "(`--set NAME=VALUE` takes any setting, typed the same way). "
+             "Dict settings merge one level deep. The \"Scrapy (crawler)\" section declares "
+             "the Scrapy settings the project documents, so they are set the same ways; any "
+             "other Scrapy setting goes in `localsettings.py`. An environment variable that "
+             "looks like a setting but is not read gets a warning naming it.", ""]
     section = None
     for spec in SPECS:
         if spec.section != section:

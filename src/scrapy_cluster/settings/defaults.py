@@ -11,6 +11,7 @@ Changed defaults say why in their description.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.metadata import version as _package_version
 from typing import Any
 
 ALL_COMPONENTS = ("kafka-monitor", "crawler", "redis-monitor", "rest")
@@ -386,8 +387,40 @@ _declare("Rest", "REST_HOST", "0.0.0.0",
          "set `127.0.0.1` to keep it on the machine, or set REST_API_KEYS).", (REST,))
 _declare("Rest", "REST_API_KEYS", [],
          "API keys the Rest service accepts (header `X-API-Key`, `Authorization: Bearer`, or "
-         "the dashboard's login cookie). Empty: no key needed. When set, every endpoint but "
-         "`/` needs one.", (REST,))
+         "the dashboard's login session). Empty: no key needed (a warning is logged at start "
+         "when REST_HOST is not a loopback address). When set, every endpoint but `/` needs "
+         "one.", (REST,))
+_declare("Rest", "REST_API_KEY_MIN_LENGTH", 16,
+         "Shortest API key the Rest service accepts; a shorter one in REST_API_KEYS stops it "
+         "at start with an error.", (REST,))
+_declare("Rest", "REST_AUTH_FAILURES_ALLOWED", 10,
+         "Wrong API keys a client address (an IPv6 client's /64) may send before each further "
+         "attempt from it is refused with 429 and `Retry-After` for 1 s, then 2 s, 4 s, ... up "
+         "to REST_AUTH_LOCKOUT_MAX_S.", (REST,))
+_declare("Rest", "REST_AUTH_FAILURE_WINDOW_S", 60,
+         "Seconds without a wrong key after which an address's count of wrong keys starts "
+         "again from 0.", (REST,))
+_declare("Rest", "REST_AUTH_LOCKOUT_MAX_S", 30,
+         "Longest wait imposed on an address that keeps sending wrong API keys.", (REST,))
+_declare("Rest", "REST_SESSION_TTL_S", 12 * 3600,
+         "Seconds a dashboard login lasts: the signed session cookie's `Max-Age` and expiry.",
+         (REST,))
+_declare("Rest", "REST_COOKIE_SECURE", False,
+         "Always mark the dashboard's session cookie `Secure`. Without it, the cookie is Secure "
+         "when the request came over https, directly or through a REST_TRUSTED_PROXIES proxy "
+         "that says `X-Forwarded-Proto: https`.", (REST,))
+_declare("Rest", "REST_TRUSTED_PROXIES", [],
+         "Addresses or networks (`10.0.0.0/8`) of reverse proxies whose `X-Forwarded-For` and "
+         "`X-Forwarded-Proto` the Rest service believes. Empty: those headers are ignored.",
+         (REST,))
+_declare("Rest", "REST_MAX_HEADER_BYTES", 16 * 1024,
+         "Largest request line plus headers the Rest service reads; a larger head is answered "
+         "431 and the connection closed, before the head is parsed or the key checked.", (REST,))
+_declare("Rest", "REST_MAX_HEADERS", 100,
+         "Most header fields a request may have; more are answered 431.", (REST,))
+_declare("Rest", "REST_HTTP_PARSER", "auto",
+         "HTTP/1.1 parser of the Rest service: `httptools`, `h11`, or `auto` (httptools when "
+         "installed). Both are held to REST_MAX_HEADER_BYTES and REST_MAX_HEADERS.", (REST,))
 _declare("Rest", "REST_MAX_BODY_BYTES", 1024 * 1024,
          "Largest request body the Rest service reads; larger ones get a 413 answer.", (REST,))
 _declare("Rest", "REST_POLL_TTL", 600,
@@ -404,6 +437,62 @@ _declare("Rest", "METRICS_TOP_DOMAINS", 20,
          "Domains per spider with their own backlog series in `/metrics` (the largest "
          "backlogs); the others are only counted in the spider's total. Bounds the series "
          "Prometheus stores.", (REST,))
+
+# --- Scrapy (crawler) -----------------------------------------------------
+# Scrapy's own settings that the project documents or relies on, declared here so that they are
+# taken from the environment and `--set` like the project's own and listed with their source by
+# `scrapy-cluster settings -c crawler`. The defaults are the crawler's (crawler/settings.py, else
+# Scrapy's); a value is handed to Scrapy only when it was given (file, environment, flag).
+# Both engines read them (the fast engine through the same Scrapy settings object).
+_SCRAPY_USER_AGENT = f"Scrapy/{_package_version('scrapy')} (+https://scrapy.org)"
+_declare("Scrapy (crawler)", "DOWNLOAD_MAXSIZE", 32 * 1024 * 1024,
+         "Largest response body in bytes (on the wire, and again decompressed); a larger one "
+         "gives an error item with `reason: too_large`. Scrapy's default is 1 GiB.", (CR,))
+_declare("Scrapy (crawler)", "DOWNLOAD_WARNSIZE", 8 * 1024 * 1024,
+         "Response size in bytes above which a warning is logged.", (CR,))
+_declare("Scrapy (crawler)", "DOWNLOAD_TIMEOUT", 30.0,
+         "Seconds one download attempt may take. Scrapy's default is 180.", (CR,))
+_declare("Scrapy (crawler)", "RETRY_TIMES", 2,
+         "Retries of a request that got no response or a RETRY_HTTP_CODES status (each retry "
+         "goes back through the frontier).", (CR,))
+_declare("Scrapy (crawler)", "RETRY_HTTP_CODES", [500, 502, 503, 504, 522, 524, 408, 429],
+         "Response statuses that are retried.", (CR,))
+_declare("Scrapy (crawler)", "RETRY_PRIORITY_ADJUST", -1,
+         "Priority change of a retried request.", (CR,))
+_declare("Scrapy (crawler)", "RETRY_EXCEPTIONS", [
+    "scrapy.exceptions.CannotResolveHostError", "scrapy.exceptions.DownloadConnectionRefusedError",
+    "scrapy.exceptions.DownloadFailedError", "scrapy.exceptions.DownloadTimeoutError",
+    "scrapy.exceptions.ResponseDataLossError", "twisted.internet.error.ConnectionDone",
+    "twisted.internet.error.ConnectError", "twisted.internet.error.ConnectionLost",
+    "builtins.OSError", "scrapy.core.downloader.handlers.http11.TunnelError"],
+         "Exceptions (dotted paths) after which a request is retried.", (CR,))
+_declare("Scrapy (crawler)", "REDIRECT_MAX_TIMES", 20,
+         "Redirects one request may follow before its error item (`too_many_redirects`).", (CR,))
+_declare("Scrapy (crawler)", "REDIRECT_PRIORITY_ADJUST", 2,
+         "Priority change of a redirect target.", (CR,))
+_declare("Scrapy (crawler)", "ROBOTSTXT_OBEY", True, "Obey robots.txt.", (CR,))
+_declare("Scrapy (crawler)", "ROBOTSTXT_USER_AGENT", None,
+         "User agent matched against robots.txt; None: the request's User-Agent.", (CR,))
+_declare("Scrapy (crawler)", "USER_AGENT", _SCRAPY_USER_AGENT,
+         "User-Agent of requests whose crawl gave no `useragent`.", (CR,))
+_declare("Scrapy (crawler)", "DEFAULT_REQUEST_HEADERS", {
+    "Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+    "Accept-Language": "en"}, "Headers every request carries unless it sets its own.", (CR,))
+_declare("Scrapy (crawler)", "URLLENGTH_LIMIT", 2083,
+         "Longest URL followed; longer links are dropped.", (CR,))
+_declare("Scrapy (crawler)", "REFERER_ENABLED", True, "Send a Referer header.", (CR,))
+_declare("Scrapy (crawler)", "REFERRER_POLICY",
+         "scrapy.spidermiddlewares.referer.DefaultReferrerPolicy",
+         "Referrer policy (a name such as `no-referrer`, or a dotted path).", (CR,))
+_declare("Scrapy (crawler)", "DNS_TIMEOUT", 60,
+         "Seconds a DNS lookup may take (with the SSRF guard off; with it on, DOWNLOAD_TIMEOUT "
+         "bounds the lookup).", (CR,))
+_declare("Scrapy (crawler)", "CONCURRENT_ITEMS", 1,
+         "Items Scrapy processes at once per response (one item per page here).", (CR,))
+_declare("Scrapy (crawler)", "DOWNLOADER_STATS", False,
+         "Count bytes of every request and response in Scrapy's local stats.", (CR,))
+_declare("Scrapy (crawler)", "COOKIES_ENABLED", False,
+         "Scrapy's cookie jar; off: each request sends its own crawl's `cookie`.", (CR,))
 
 # --- Migration (scrapy-cluster migrate) ------------------------------------
 _declare("Migration", "MIGRATE_BATCH_SIZE", 500,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import re
 import runpy
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -107,6 +108,8 @@ def load_settings(
         if raw is not None:
             values[name] = _merge(values[name], parse_env_value(name, raw, values[name]))
             sources[name] = SOURCE_ENV
+    if environ is None:
+        warn_unread_environment(env, component)
 
     settings = Settings(values, sources, component=component, local_file=local_file)
     return settings.with_overrides(overrides) if overrides else settings
@@ -184,7 +187,72 @@ def _read_local_file(path: Path) -> dict[str, Any]:
     return found
 
 
+SETTING_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+NOT_SETTINGS = frozenset({"EDITOR"})
+"""Scrapy setting names that are also ordinary environment variables."""
+DERIVED_SCRAPY_SETTINGS = {"CONCURRENT_REQUESTS": "CRAWLER_CONCURRENCY",
+                           "CONCURRENT_REQUESTS_PER_DOMAIN": "CRAWLER_PER_DOMAIN_CONCURRENCY"}
+"""Scrapy settings the crawler sets from a cluster setting, whatever was given."""
+_warned: set[str] = set()
+
+
+def unread_environment(env: Mapping[str, str], component: str | None) -> dict[str, str]:
+    """Environment variables that look like settings but are not read: a name close to a
+    declared setting (a typo), or, for the crawler, a Scrapy setting the cluster does not
+    declare. Name -> what to say about it."""
+    scrapy_names: frozenset[str] = frozenset()
+    if component == "crawler":
+        from scrapy.settings import default_settings
+
+        scrapy_names = frozenset(name for name in vars(default_settings) if name.isupper())
+    found: dict[str, str] = {}
+    for name in env:
+        if name in DEFAULTS or name in NOT_SETTINGS or not SETTING_NAME.fullmatch(name):
+            continue
+        close = difflib.get_close_matches(name, DEFAULTS.keys(), n=1, cutoff=0.9)
+        if close:
+            found[name] = f"not a setting; did you mean {close[0]}?"
+        elif name in DERIVED_SCRAPY_SETTINGS and component == "crawler":
+            found[name] = f"the crawler sets it from {DERIVED_SCRAPY_SETTINGS[name]}"
+        elif name in scrapy_names:
+            found[name] = ("a Scrapy setting the cluster does not take from the environment; "
+                           "set it in localsettings.py (SC_SETTINGS)")
+    return found
+
+
+def warn_unread_environment(env: Mapping[str, str], component: str | None) -> None:
+    """One warning per process for each variable ``unread_environment`` finds."""
+    for name, why in unread_environment(env, component).items():
+        if name not in _warned:
+            _warned.add(name)
+            logger.warning("environment variable %s is ignored: %s", name, why,
+                           extra={"setting": name, "event": "setting_ignored"})
+
+
+def parse_flag(assignment: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` of ``--set``: a declared setting, its value parsed by the type of its
+    default as an environment variable is. ``SettingsError`` for anything else."""
+    name, equals, raw = assignment.partition("=")
+    name = name.strip()
+    if not equals or not name:
+        raise SettingsError(f"--set {assignment!r}: expected NAME=VALUE")
+    if name not in DEFAULTS:
+        close = difflib.get_close_matches(name, DEFAULTS.keys(), n=1, cutoff=0.8)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise SettingsError(f"--set {name}: unknown setting{hint} (scrapy-cluster settings "
+                            f"lists them)")
+    try:
+        return name, parse_env_value(name, raw, DEFAULTS[name])
+    except SettingsError as exc:
+        raise SettingsError(f"--set {assignment!r}: {exc.__cause__}") from exc
+
+
 def _warn_unknown(name: str, path: Path) -> None:
+    if name in DERIVED_SCRAPY_SETTINGS:
+        logger.warning("%s in %s is ignored: the crawler sets it from %s", name, path,
+                       DERIVED_SCRAPY_SETTINGS[name],
+                       extra={"setting": name, "event": "setting_ignored"})
+        return
     close = difflib.get_close_matches(name, DEFAULTS.keys(), n=1, cutoff=0.8)
     if close and close[0] != name:
         logger.warning("unknown setting %s in %s; did you mean %s?", name, path, close[0],
