@@ -37,7 +37,7 @@ from scrapy_cluster.crawler.funnel import FunnelCounter, funnel_for
 from scrapy_cluster.crawler.leases import LeaseBook
 from scrapy_cluster.crawler.meta import ENQUEUED_META_KEY, LEASE_META_KEY, PARENT_LEASE_META_KEY
 from scrapy_cluster.crawler.public_ip import PublicIpRefresher
-from scrapy_cluster.crawler.send_clock import LateSendBook
+from scrapy_cluster.crawler.send_clock import LateSendBook, take_fresh_slot
 from scrapy_cluster.crawler.serialization import request_from_dict, request_to_dict
 from scrapy_cluster.errors import RequestSerializationError
 from scrapy_cluster.outage import OutageLog, is_redis_outage
@@ -278,6 +278,14 @@ class DistributedScheduler(BaseScheduler):
         lease_id = request.meta.get(LEASE_META_KEY)
         self.late_sends.forget(lease_id)
         self.leases.finish(lease_id)
+
+    async def before_send(self, request: Request) -> None:
+        """The download handler is about to send ``request``: a request later than the send
+        allowance takes a fresh throttle slot first, or waits for one (``take_fresh_slot``)."""
+        await take_fresh_slot(self.late_sends, request.meta.get(LEASE_META_KEY), self._late_slot)
+
+    async def _late_slot(self, domain: str, dispatched_ms: int) -> int:
+        return self.frontier.late_slot(self._view(), domain, dispatched_ms)
 
     def request_sent(self, request: Request) -> None:
         """The download handler sends ``request`` now (see ``send_clock``). A very late send

@@ -15,9 +15,12 @@ slots to the send: the site never sees more requests in a window than the limit.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections import defaultdict, deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scrapy import Request
@@ -31,6 +34,8 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy_cluster.crawler.meta import LEASE_META_KEY
 from scrapy_cluster.crawler.ssrf import connect_refusal
 from scrapy_cluster.frontier.model import LateSend, LeasedRequest
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,20 @@ class LateSendBook:
     def is_urgent(self, send: LateSend) -> bool:
         return send.sent_ms - send.dispatched_ms >= self.urgent_ms
 
+    def stale(self, lease_id: str | None, now_s: float) -> tuple[str, int] | None:
+        """``(domain, dispatch ms)`` of ``lease_id`` when its request, leaving now, is more
+        than ``urgent_ms`` (the send allowance) past its dispatch: its slot is stale."""
+        dispatch = self._waiting.get(lease_id) if lease_id else None
+        if dispatch is None or int((now_s - dispatch.received_at_s) * 1000) <= self.urgent_ms:
+            return None
+        return dispatch.domain, dispatch.dispatched_ms
+
+    def renewed(self, lease_id: str | None, now_s: float) -> None:
+        """A fresh slot was taken for ``lease_id`` at ``now_s``: its send is measured from it."""
+        dispatch = self._waiting.get(lease_id) if lease_id else None
+        if dispatch is not None:
+            self._waiting[lease_id] = replace(dispatch, received_at_s=now_s)  # type: ignore[index]
+
     def forget(self, lease_id: str | None) -> None:
         """The lease ended without its request being sent (filtered, dropped, released)."""
         if lease_id:
@@ -88,6 +107,39 @@ class LateSendBook:
 
     def __len__(self) -> int:
         return len(self._waiting)
+
+
+FRESH_SLOT_MAX_ASKS = 50
+"""A late request asks for a fresh slot at most this often, then goes (with a warning)."""
+LateSlot = Callable[[str, int], Awaitable[int]]
+
+
+async def take_fresh_slot(book: LateSendBook, lease_id: str | None, late_slot: LateSlot, *,
+                          sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                          clock: Callable[[], float] = time.monotonic) -> int:
+    """The rule both engines keep before a request leaves: one more than the send allowance
+    past its dispatch does not go out on its stale slot. It takes a fresh one
+    (``Frontier.late_slot``: ONE round trip, only for such late sends) or waits the time the
+    frontier names and asks again. A request on time costs nothing. Returns the round trips
+    made. Redis unreachable: the request goes on its stale slot (one warning)."""
+    stale = book.stale(lease_id, clock())
+    if stale is None:
+        return 0
+    domain, dispatched_ms = stale
+    for asks in range(1, FRESH_SLOT_MAX_ASKS + 1):
+        try:
+            wait_ms = await late_slot(domain, dispatched_ms)
+        except Exception as exc:  # noqa: BLE001 - Redis outage: better sent than lost
+            logger.warning("late send of %s goes on its stale slot: %s", domain, exc,
+                           extra={"event": "late_slot_failed", "domain": domain})
+            return asks
+        if wait_ms <= 0:
+            book.renewed(lease_id, clock())
+            return asks
+        await sleep(wait_ms / 1000)
+    logger.warning("late send of %s found no fresh slot after %d asks; sending", domain,
+                   FRESH_SLOT_MAX_ASKS, extra={"event": "late_slot_gave_up", "domain": domain})
+    return FRESH_SLOT_MAX_ASKS
 
 
 class SendClockedDownloadHandler(HTTP11DownloadHandler):
@@ -144,6 +196,10 @@ class SendClockedDownloadHandler(HTTP11DownloadHandler):
         call_later(0, on_sent, request)
 
     async def download_request(self, request: Request) -> Response:
+        before_send = getattr(getattr(self._cluster_crawler.engine, "scheduler", None),
+                              "before_send", None)  # DistributedScheduler only
+        if before_send is not None:
+            await before_send(request)
         try:
             return await self._clocked_download(request)
         except CannotResolveHostError as exc:  # Twisted's DNSLookupError, as Scrapy names it

@@ -101,6 +101,10 @@ class AsyncFrontier:
             return 0
         return int(await self._run(self.scripts.restamp, self.calls.restamp(view, late)))
 
+    async def late_slot(self, view: DispatchView, domain: str, dispatched_ms: int) -> int:
+        call = self.calls.late_slot(view, domain, dispatched_ms, self._now())
+        return int(await self._run(self.scripts.late_slot, call))
+
     async def reap(self, limit: int = 1000) -> int:
         reply = await self._run(self.scripts.reap, self.calls.reap(limit, self._now()))
         return int(reply[0])

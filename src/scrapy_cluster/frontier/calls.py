@@ -276,6 +276,15 @@ class FrontierCalls:
         return [keys.domain_throttle_config(),
                 keys.dispatch_ready(view.spiderid, self.view_name(view))], args
 
+    def late_slot(self, view: DispatchView, domain: str, dispatched_ms: int,
+                  now_ms: int | None) -> Call:
+        policy = self.policy
+        return [keys.domain_throttle_config(),
+                keys.dispatch_ready(view.spiderid, self.view_name(view))], [
+            self._throttle_templates(view), policy.hits, policy.window_ms,
+            "1" if policy.moderated else "0", policy.send_allowance_ms, _now_arg(now_ms),
+            domain, int(dispatched_ms)]
+
     # --- leases ----------------------------------------------------------------
     @staticmethod
     def _lease_keys() -> list[str]:

@@ -23,6 +23,7 @@ FRONTIER_SCRIPTS = {
     "purge": "frontier_purge.lua",
     "touch": "domain_config_touch.lua",
     "restamp": "frontier_restamp.lua",
+    "late_slot": "frontier_late_slot.lua",
     "backlog": "frontier_backlog.lua",
     "complete": "frontier_complete.lua",
     "complete_done": "frontier_complete_done.lua",
@@ -61,6 +62,7 @@ class FrontierScripts:
     purge: Any
     touch: Any
     restamp: Any
+    late_slot: Any
     backlog: Any
     complete: Any
     complete_done: Any

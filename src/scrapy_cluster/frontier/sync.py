@@ -121,6 +121,13 @@ class Frontier:
             return 0
         return int(self._run(self.scripts.restamp, self.calls.restamp(view, late)))
 
+    def late_slot(self, view: DispatchView, domain: str, dispatched_ms: int) -> int:
+        """A fresh throttle slot for a request of ``domain`` leaving more than the send
+        allowance after its dispatch at ``dispatched_ms``: 0 when it was taken (send now),
+        else the ms to wait before asking again. One round trip, only for late sends."""
+        call = self.calls.late_slot(view, domain, dispatched_ms, self._now())
+        return int(self._run(self.scripts.late_slot, call))
+
     def reap(self, limit: int = 1000) -> int:
         """Requeue up to ``limit`` expired leases (their crawler died). One round trip."""
         reply = self._run(self.scripts.reap, self.calls.reap(limit, self._now()))

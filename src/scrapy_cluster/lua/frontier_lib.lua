@@ -336,6 +336,18 @@ local function next_allowed(window_key, time_key, limit, window_ms, moderated, n
   return tonumber(kth) + window_ms
 end
 
+-- A domain's entry in a ready ZSET moves to allowed_ms when that is later than its score,
+-- keeping its priority fraction (waiting crawlers then do not wake for it early).
+local function push_ready_later(ready_key, domain, allowed_ms)
+  local score = redis.call('ZSCORE', ready_key, domain)
+  if not score then return end
+  score = tonumber(score)
+  local whole = math.floor(score)
+  if allowed_ms > whole then
+    redis.call('ZADD', ready_key, 'XX', math.ceil(allowed_ms) + (score - whole), domain)
+  end
+end
+
 local function throttle_ttl_ms(window_ms)
   return math.floor(2 * window_ms) + 60000
 end

@@ -36,16 +36,6 @@ local function move_window_entry(window_key, dispatched, sent)
   return 1
 end
 
-local function rescore(domain, allowed_ms)
-  local score = redis.call('ZSCORE', KEYS[2], domain)
-  if not score then return end
-  score = tonumber(score)
-  local whole = math.floor(score)
-  if allowed_ms > whole then
-    redis.call('ZADD', KEYS[2], 'XX', math.ceil(allowed_ms) + (score - whole), domain)
-  end
-end
-
 local moved = 0
 for i = 6, #ARGV, 3 do
   local domain, dispatched, sent = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
@@ -64,7 +54,7 @@ for i = 6, #ARGV, 3 do
       changed = move_window_entry(window_key, dispatched, sent)
     end
     if changed == 1 then
-      rescore(domain, next_allowed(window_key, time_key, limit, window_ms, moderated, sent))
+      push_ready_later(KEYS[2], domain, next_allowed(window_key, time_key, limit, window_ms, moderated, sent))
       moved = moved + 1
     end
   end

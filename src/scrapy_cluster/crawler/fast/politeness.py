@@ -20,7 +20,7 @@ from typing import Any
 from protego import Protego
 
 from scrapy_cluster.crawler.retry_after import RetryAfterPauser
-from scrapy_cluster.crawler.send_clock import LateSendBook
+from scrapy_cluster.crawler.send_clock import LateSendBook, take_fresh_slot
 from scrapy_cluster.frontier.model import DispatchView, LeasedRequest
 
 logger = logging.getLogger(__name__)
@@ -46,10 +46,16 @@ class Politeness:
         self.late_sends.forget(lease_id)
 
     async def sending(self, leased: LeasedRequest) -> None:
-        """The request goes to the HTTP client now; a very late one is restamped at once."""
+        """The request goes to the HTTP client now. One later than the send allowance first
+        takes a fresh throttle slot or waits for one (``take_fresh_slot``); a late one is
+        restamped (at once when very late)."""
+        await take_fresh_slot(self.late_sends, leased.lease_id, self._late_slot)
         late = self.late_sends.sent(leased.lease_id, time.monotonic())
         if late is not None and self.late_sends.is_urgent(late):
             await self.restamp()
+
+    async def _late_slot(self, domain: str, dispatched_ms: int) -> int:
+        return int(await self.frontier.late_slot(self.view(), domain, dispatched_ms))
 
     async def restamp(self) -> None:
         """The late sends so far: ONE round trip when any."""
