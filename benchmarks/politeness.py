@@ -4,6 +4,7 @@ Not run by CI. Usage::
 
     .venv/bin/python benchmarks/politeness.py [--domains 10,200] [--processes 1,2,4]
         [--modes moderated,burst] [--seconds 60] [--warmup 12] [--engines scrapy,fast]
+        [--cpu-hog 0]
 
 N loopback hosts (127.0.1.1 ...) are served by nginx (one worker, static pages, 20 same-host
 links each) with an access log of arrival times: the site's own request log. Every host gets
@@ -25,7 +26,11 @@ site's log:
   (warm-up included), divided by the limit: must never exceed 1.00;
 - for moderated runs, the gap between consecutive requests of a domain relative to its
   interval window / hits (median and 1st percentile; a gap below 1.00 is allowed by the send
-  allowance only if no window goes over).
+  allowance only if no window goes over), and the smallest gap of the whole run in ms (warm-up
+  included) against its bound, interval - THROTTLE_SEND_ALLOWANCE_MS (must be >= 1.00).
+
+``--cpu-hog N`` runs N busy processes for the whole run, competing with the crawlers for the
+cores (the rule must hold under CPU load, judged on the wire).
 
 Prints one table row per configuration (markdown) plus machine load; with more than one
 engine, then a side-by-side table of the engines' achieved rate and utilisation per
@@ -59,6 +64,7 @@ from scrapy_cluster.testing.site import GeneratedSite, SiteConfig
 
 PY = sys.executable
 WARMUP_S = 12.0
+ALLOWANCE_S = int(load_settings("crawler", environ={})["THROTTLE_SEND_ALLOWANCE_MS"]) / 1000
 LIMITS = (Limit(10, 5.0), Limit(8, 4.0), Limit(12, 6.0), Limit(20, 10.0), Limit(6, 4.0))
 """Per-domain limits, cycled over the hosts (1.5 to 2 requests/s each)."""
 SLOW_LIMITS = (Limit(5, 5.0), Limit(4, 4.0), Limit(6, 6.0), Limit(10, 10.0), Limit(6, 4.0))
@@ -172,6 +178,7 @@ def run_config(config: Config, site: NginxSite, workdir: Path, seconds: float,
 def judge(config: Config, names: tuple[str, ...], arrivals: dict[str, list[float]],
           start: float, end: float) -> dict[str, object]:
     used, ratios, gap_ratios = [], [], []
+    min_gaps: list[tuple[float, float]] = []  # (smallest gap, interval) per moderated domain
     for index, host in enumerate(names):
         limit = limit_of(index, config.domains)
         times = sorted(arrivals.get(host, []))
@@ -180,6 +187,7 @@ def judge(config: Config, names: tuple[str, ...], arrivals: dict[str, list[float
         if config.moderated:
             interval = limit.window_s / limit.hits
             gap_ratios += [g / interval for g in gaps([t for t in times if start <= t < end])]
+            min_gaps.append((min(gaps(times), default=interval), interval))
     allowed = sum(limit_of(i, config.domains).per_s for i in range(config.domains))
     achieved = 0.0  # per domain over whole windows of its limit, so bursts do not skew it
     for index, host in enumerate(names):
@@ -191,7 +199,10 @@ def judge(config: Config, names: tuple[str, ...], arrivals: dict[str, list[float
             "median_util": statistics.median(used), "worst_util": min(used),
             "max_window_ratio": max(ratios),
             "gap_median": statistics.median(gap_ratios) if gap_ratios else None,
-            "gap_p1": percentile(gap_ratios, 0.01) if gap_ratios else None}
+            "gap_p1": percentile(gap_ratios, 0.01) if gap_ratios else None,
+            "gap_min_ms": min(g for g, _ in min_gaps) * 1000 if min_gaps else None,
+            "gap_min_vs_bound": min(g / (i - ALLOWANCE_S) for g, i in min_gaps)
+            if min_gaps else None}
 
 
 def row(result: dict[str, object]) -> str:
@@ -199,7 +210,8 @@ def row(result: dict[str, object]) -> str:
         return "-" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
 
     keys = ("config", "allowed_per_s", "achieved_per_s", "achieved_ratio", "median_util",
-            "worst_util", "max_window_ratio", "gap_median", "gap_p1", "crawler_cpu_pct",
+            "worst_util", "max_window_ratio", "gap_median", "gap_p1", "gap_min_ms",
+            "gap_min_vs_bound", "crawler_cpu_pct",
             "machine_busy_pct")
     return "| " + " | ".join(fmt(result[key]) for key in keys) + " |"
 
@@ -237,6 +249,8 @@ def main() -> None:
     parser.add_argument("--engines", default="scrapy",
                         help="crawler engines, each run on every configuration: 'scrapy', "
                              "'fast' or 'scrapy,fast' (side by side)")
+    parser.add_argument("--cpu-hog", type=int, default=0,
+                        help="busy processes competing for the cores during the whole run")
     args = parser.parse_args()
     engines = args.engines.split(",")
     if not set(engines) <= set(ENGINE_ARGS):
@@ -253,9 +267,12 @@ def main() -> None:
                      status_port=free_port(), access_log=workdir / "access.log").start()
     print("| configuration | allowed req/s | achieved req/s | achieved / allowed | "
           "utilisation median | worst domain | max window / limit | gap / interval median | "
-          "gap p1 | crawler CPU % | machine busy % |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "gap p1 | smallest gap ms | smallest gap / (interval - allowance) | crawler CPU % | "
+          "machine busy % |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     results: list[tuple[Config, dict[str, object]]] = []
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(args.cpu_hog)]
     try:
         for domains in domain_counts:
             for mode in args.modes.split(","):
@@ -268,6 +285,8 @@ def main() -> None:
         if len(engines) > 1:
             side_by_side(results, engines)
     finally:
+        for hog in hogs:
+            hog.kill()
         site.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
