@@ -7,6 +7,9 @@ the wait on both buses; a late answer is served by ``/poll`` from a second insta
 
 from __future__ import annotations
 
+import logging
+import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,6 +22,7 @@ import pytest
 import redis
 
 from scrapy_cluster import __version__, keys
+from scrapy_cluster.errors import SettingsError
 from scrapy_cluster.rest.app import (
     MSG_INVALID_JSON,
     MSG_KEY,
@@ -36,6 +40,7 @@ from tests.support.services import free_port
 pytestmark = pytest.mark.integration
 
 APP = "restapp"
+KEY_ONE, KEY_TWO = "key-one-7c2e9a41f0", "key-two-b83d5e6f12"
 
 
 def _settings(backend: dict[str, Any], redis_url: str, tmp_path: Path) -> dict[str, Any]:
@@ -208,7 +213,7 @@ def test_feed_refuses_when_the_broker_is_unreachable(redis_url: str, tmp_path: P
 
 def test_api_keys_guard_every_endpoint_but_the_index(redis_url: str, tmp_path: Path) -> None:
     settings = {**_settings({"BUS_BACKEND": "redis"}, redis_url, tmp_path),
-                "REST_API_KEYS": ["k-one", "k-two"]}
+                "REST_API_KEYS": [KEY_ONE, KEY_TWO]}
     with running_rest(settings) as rest:
         url = rest.url
         index = httpx.get(url + "/")
@@ -222,11 +227,12 @@ def test_api_keys_guard_every_endpoint_but_the_index(redis_url: str, tmp_path: P
             assert (refused.status_code, refused.json()["error"]) == (401, {"message": MSG_KEY})
             wrong = httpx.request(method, url + path, json=crawl, headers={"X-API-Key": "k-x"})
             assert wrong.status_code == 401
-        assert post(url + "/feed", crawl, headers={"X-API-Key": "k-two"}).status_code == 200
-        bearer = post(url + "/feed", crawl, headers={"Authorization": "Bearer k-one"})
+        assert post(url + "/feed", crawl, headers={"X-API-Key": KEY_TWO}).status_code == 200
+        bearer = post(url + "/feed", crawl, headers={"Authorization": f"Bearer {KEY_ONE}"})
         assert bearer.status_code == 200
-        cookie = httpx.get(url + "/openapi.json", cookies={"sc_api_key": "k-one"})
-        assert cookie.status_code == 200
+        # The dashboard's old cookie held the raw key; a key in a cookie is no credential now.
+        cookie = httpx.get(url + "/openapi.json", cookies={"sc_api_key": KEY_ONE})
+        assert cookie.status_code == 401
         # A browser opening the dashboard without a key is sent to the login form.
         page = httpx.get(url + "/ui", headers={"Accept": "text/html"})
         assert (page.status_code, page.headers["location"]) == (303, "/ui/login")
@@ -248,3 +254,199 @@ def test_openapi_document_and_docs_page(redis_url: str, tmp_path: Path) -> None:
         assert poll_schema["required"] == ["poll_id"]
         docs = httpx.get(rest.url + "/docs")
         assert docs.status_code == 200 and "openapi.json" in docs.text
+
+
+# --- request heads are bounded before they are parsed (REST_MAX_HEADER_BYTES, ..._HEADERS) ---
+
+HEAD_LIMIT_BYTES = 16 * 1024
+
+
+@pytest.fixture(scope="module", params=["httptools", "h11"])
+def raw_rest(request: pytest.FixtureRequest, redis_url: str,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    """A running Rest service with a key, on each HTTP parser; yields (host, port)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    settings = {**_settings({"BUS_BACKEND": "redis"}, redis_url, tmp_path_factory.mktemp("raw")),
+                "REST_API_KEYS": [KEY_ONE], "REST_HTTP_PARSER": request.param}
+    with running_rest(settings) as rest:
+        base = {"httptools": HttpToolsProtocol, "h11": H11Protocol}[request.param]
+        assert issubclass(rest.server.config.http_protocol_class, base)
+        yield "127.0.0.1", rest.port
+
+
+def _connect(address: tuple[str, int]) -> socket.socket:
+    connection = socket.create_connection(address, timeout=10)
+    return connection
+
+
+def _read_answer(connection: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """One answer, read byte-exact (pipelined answers stay in the socket for the next call)."""
+    reader = connection.makefile("rb", buffering=0)
+    lines = []
+    while not lines or lines[-1] != b"\r\n":
+        line = reader.readline(65536)
+        assert line, f"connection closed before an answer: {lines!r}"
+        lines.append(line)
+    status_line, *header_lines = [line.decode("latin-1").rstrip("\r\n") for line in lines[:-1]]
+    headers = {name.strip().lower(): value.strip()
+               for name, value in (line.split(":", 1) for line in header_lines)}
+    body = b""
+    while len(body) < int(headers.get("content-length", "0")):
+        chunk = reader.read(int(headers["content-length"]) - len(body))
+        assert chunk
+        body += chunk
+    return int(status_line.split()[1]), headers, body
+
+
+def _closed_by_server(connection: socket.socket) -> bool:
+    try:
+        while connection.recv(65536):
+            pass
+    except ConnectionResetError:
+        pass
+    return True
+
+
+def _assert_refused_431(connection: socket.socket) -> None:
+    status, headers, body = _read_answer(connection)
+    assert status == 431
+    assert headers["connection"] == "close"
+    assert headers["x-content-type-options"] == "nosniff"
+    assert orjson.loads(body) == {"data": None, "status": "FAILURE", "error": {
+        "message": "The request's header fields are too large."}}
+    assert _closed_by_server(connection)
+
+
+def test_a_header_over_the_limit_is_refused_with_431_before_the_key_check(
+        raw_rest: tuple[str, int]) -> None:
+    with _connect(raw_rest) as connection:
+        connection.sendall(b"GET /metrics HTTP/1.1\r\nHost: rest\r\nX-Big: "
+                           + b"a" * (20 * 1024) + b"\r\n\r\n")
+        _assert_refused_431(connection)
+
+
+def test_more_headers_than_allowed_are_refused_with_431(raw_rest: tuple[str, int]) -> None:
+    many = b"".join(b"X-H%d: v\r\n" % n for n in range(150))
+    assert len(many) < HEAD_LIMIT_BYTES
+    with _connect(raw_rest) as connection:
+        connection.sendall(b"GET / HTTP/1.1\r\nHost: rest\r\n" + many + b"\r\n")
+        _assert_refused_431(connection)
+
+
+def test_a_megabyte_header_is_answered_before_it_is_all_sent(raw_rest: tuple[str, int]) -> None:
+    with _connect(raw_rest) as connection:
+        # 64 KiB of a 1 MiB header and no end: the answer cannot wait for the rest.
+        connection.sendall(b"GET / HTTP/1.1\r\nHost: rest\r\nX-Big: " + b"a" * 65536)
+        _assert_refused_431(connection)
+
+
+def test_a_megabyte_header_still_being_sent_gets_the_431(raw_rest: tuple[str, int]) -> None:
+    with _connect(raw_rest) as connection:
+        def send_it_all() -> None:
+            try:
+                connection.sendall(b"GET / HTTP/1.1\r\nHost: rest\r\nX-Big: ")
+                for _ in range(64):
+                    connection.sendall(b"a" * 16384)
+                connection.sendall(b"\r\n\r\n")
+            except OSError:
+                pass  # the server closed: what the test expects
+
+        sender = threading.Thread(target=send_it_all, daemon=True)
+        sender.start()
+        _assert_refused_431(connection)
+        sender.join(10)
+
+
+def test_a_normal_request_with_a_key_and_a_body_in_one_segment_is_answered(
+        raw_rest: tuple[str, int]) -> None:
+    body = orjson.dumps({"poll_id": "p" * (40 * 1024)})  # a body over the head limit
+    with _connect(raw_rest) as connection:
+        connection.sendall(b"POST /poll HTTP/1.1\r\nHost: rest\r\nX-API-Key: "
+                           + KEY_ONE.encode() + b"\r\nContent-Type: application/json\r\n"
+                           b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        status, _, answer = _read_answer(connection)
+        assert (status, orjson.loads(answer)["error"]["cause"]) == (
+            400, "poll_id must be 1 to 100 characters long")
+        connection.sendall(b"GET /openapi.json HTTP/1.1\r\nHost: rest\r\nX-API-Key: "
+                           + KEY_ONE.encode() + b"\r\n\r\n")
+        status, _, answer = _read_answer(connection)
+        assert status == 200 and orjson.loads(answer)["info"]["version"] == __version__
+
+
+def test_an_oversized_second_request_on_a_kept_alive_connection_is_refused(
+        raw_rest: tuple[str, int]) -> None:
+    with _connect(raw_rest) as connection:
+        for _ in range(3):  # heads near the limit, one after the other, are each counted alone
+            connection.sendall(b"GET / HTTP/1.1\r\nHost: rest\r\nX-Pad: "
+                               + b"a" * (HEAD_LIMIT_BYTES - 100) + b"\r\n\r\n")
+            assert _read_answer(connection)[0] == 200
+        connection.sendall(b"GET / HTTP/1.1\r\nHost: rest\r\nX-Big: "
+                           + b"a" * (20 * 1024) + b"\r\n\r\n")
+        _assert_refused_431(connection)
+
+
+# --- behind a reverse proxy (REST_TRUSTED_PROXIES) -------------------------------------------
+
+def _login(url: str, key: str, **headers: str) -> httpx.Response:
+    return httpx.post(url + "/ui/login", data={"key": key}, headers=headers)
+
+
+def _secure(response: httpx.Response) -> bool:
+    return "secure" in [part.strip().lower() for part in response.headers["set-cookie"].split(";")]
+
+
+def test_a_trusted_proxy_sets_the_client_address_and_https(
+        redis_url: str, tmp_path: Path) -> None:
+    settings = {**_settings({"BUS_BACKEND": "redis"}, redis_url, tmp_path),
+                "REST_API_KEYS": [KEY_ONE], "REST_TRUSTED_PROXIES": ["127.0.0.0/8"],
+                "REST_AUTH_FAILURES_ALLOWED": 3}
+    with running_rest(settings) as rest:
+        assert _secure(_login(rest.url, KEY_ONE, **{"X-Forwarded-Proto": "https"}))
+        assert not _secure(_login(rest.url, KEY_ONE))
+        attacker = {"X-Forwarded-For": "198.51.100.7"}
+        assert [_login(rest.url, "wrong-key-0123456789", **attacker).status_code
+                for _ in range(3)] == [401] * 3
+        assert _login(rest.url, KEY_ONE, **attacker).status_code == 429
+        assert _login(rest.url, KEY_ONE, **{"X-Forwarded-For": "203.0.113.9"}).status_code == 303
+
+
+@pytest.mark.parametrize("proxies", [[], ["10.0.0.0/8"]])
+def test_forwarded_headers_from_an_untrusted_client_are_ignored(
+        proxies: list[str], redis_url: str, tmp_path: Path) -> None:
+    settings = {**_settings({"BUS_BACKEND": "redis"}, redis_url, tmp_path),
+                "REST_API_KEYS": [KEY_ONE], "REST_TRUSTED_PROXIES": proxies,
+                "REST_AUTH_FAILURES_ALLOWED": 3}
+    with running_rest(settings) as rest:
+        assert not _secure(_login(rest.url, KEY_ONE, **{"X-Forwarded-Proto": "https"}))
+        # A new X-Forwarded-For for each guess does not make a new address.
+        assert [_login(rest.url, "wrong-key-0123456789",
+                       **{"X-Forwarded-For": f"198.51.100.{n}"}).status_code
+                for n in range(3)] == [401] * 3
+        assert _login(rest.url, KEY_ONE, **{"X-Forwarded-For": "203.0.113.9"}).status_code == 429
+
+
+def test_a_bad_trusted_proxy_entry_is_a_settings_error(redis_url: str, tmp_path: Path) -> None:
+    settings = {**_settings({"BUS_BACKEND": "redis"}, redis_url, tmp_path),
+                "REST_TRUSTED_PROXIES": ["proxy.internal"]}
+    with pytest.raises(SettingsError, match="REST_TRUSTED_PROXIES: 'proxy.internal' is not"):
+        with running_rest(settings):
+            pass
+
+
+def test_the_service_warns_at_start_when_open_to_the_network_without_keys(
+        redis_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    settings = {**_settings({"BUS_BACKEND": "redis"}, redis_url, tmp_path), "REST_HOST": "0.0.0.0"}
+    with caplog.at_level(logging.WARNING, logger="test-rest"):
+        with running_rest(settings) as rest:
+            assert httpx.get(rest.url + "/").status_code == 200
+    warnings = [record for record in caplog.records if "REST_API_KEYS is empty" in record.message]
+    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+
+
+def test_pipelined_requests_are_each_answered(raw_rest: tuple[str, int]) -> None:
+    small = b"GET / HTTP/1.1\r\nHost: rest\r\n\r\n"
+    with _connect(raw_rest) as connection:
+        connection.sendall(small * 3)
+        assert [_read_answer(connection)[0] for _ in range(3)] == [200] * 3

@@ -326,20 +326,22 @@ def test_every_viewer_gets_the_one_snapshot_of_the_interval(redis_client: redis.
     assert builds == 1
 
 
-def test_login_sets_the_key_cookie_and_a_wrong_key_is_refused(redis_url: str) -> None:
+def test_login_sets_a_session_cookie_and_a_wrong_key_is_refused(redis_url: str) -> None:
     from tests.support.rest import running_rest
 
+    key = "dashboard-key-5d0c7e2a"
     with running_rest({"REDIS_URL": redis_url, "BUS_BACKEND": "redis",
-                       "KAFKA_TOPIC_PREFIX": "dash", "REST_API_KEYS": ["s3cret"]}) as runner:
+                       "KAFKA_TOPIC_PREFIX": "dash", "REST_API_KEYS": [key]}) as runner:
         with httpx.Client(base_url=runner.url) as client:
             assert client.get("/ui").status_code == 401
             form = client.get("/ui/login")
             assert form.status_code == 200 and 'name="key"' in form.text
             wrong = client.post("/ui/login", data={"key": "nope"})
             assert wrong.status_code == 401 and "not valid" in wrong.text
-            right = client.post("/ui/login", data={"key": "s3cret"})
+            right = client.post("/ui/login", data={"key": key})
             assert (right.status_code, right.headers["location"]) == (303, "/ui")
             cookie = right.headers["set-cookie"]
-            assert "sc_api_key=s3cret" in cookie and "HttpOnly" in cookie
+            assert cookie.startswith("sc_session=") and key not in cookie
+            assert "HttpOnly" in cookie and "Max-Age=43200" in cookie
             assert "SameSite=strict" in cookie and "Path=/" in cookie
             assert client.get("/ui").status_code == 200

@@ -360,7 +360,7 @@ def rest_overrides(redis_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
            "KAFKA_INCOMING_TOPIC": f"m-{name}.incoming", "KAFKA_GROUP": f"m-{name}",
            "KAFKA_PRODUCER_TOPIC": f"m-{name}.incoming", "STATS_DUMP": 0,
            "LOG_LEVEL": "WARNING", "SC_DATA_DIR": str(tmp_path / "no-cluster"),
-           "REST_API_KEYS": ["metrics-key"]}
+           "REST_API_KEYS": ["metrics-key-4e1f9a3b"]}
 
 
 def test_a_running_rest_service_serves_every_metric_to_a_bearer_token(
@@ -374,7 +374,7 @@ def test_a_running_rest_service_serves_every_metric_to_a_bearer_token(
     with running_rest(rest_overrides) as rest:
         assert httpx.get(rest.url + "/metrics", timeout=30).status_code == 401
         answer = httpx.get(rest.url + "/metrics", timeout=30,
-                           headers={"Authorization": "Bearer metrics-key"})
+                           headers={"Authorization": "Bearer metrics-key-4e1f9a3b"})
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
     scraped = samples_of(answer.content)

@@ -44,7 +44,7 @@ from tests.support.starting import service_unavailable
 from tests.test_security_static import write_test_certificates
 
 REDIS_PASSWORD = "redis-pw-c71e0b"
-API_KEY = "api-key-5f2a9d"
+API_KEY = "api-key-5f2a9d0c7e1b"
 SASL_PASSWORD = "sasl-pw-93bd41"
 SECRETS = (REDIS_PASSWORD, API_KEY, SASL_PASSWORD)
 HOSTS = ("127.0.0.71", "127.0.0.72", "127.0.0.73", "127.0.0.74")

@@ -16,7 +16,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -26,26 +26,31 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import cookie_parser
 
 from scrapy_cluster import __version__, keys
-from scrapy_cluster.errors import BusError, MessageTooLargeError
+from scrapy_cluster.errors import BusError, MessageTooLargeError, SettingsError
 from scrapy_cluster.rest.dashboard import create_router
-from scrapy_cluster.rest.security import PUBLIC_PATHS, configured_keys, key_is_valid, presented_key
+from scrapy_cluster.rest.gate import Gate
+from scrapy_cluster.rest.head_limit import HeadLimits, RefusalLog, limited_protocol
+from scrapy_cluster.rest.responses import (
+    FAILURE,
+    JSON_TYPE,
+    MSG_INVALID_JSON,
+    MSG_METHOD,
+    MSG_NO_ENDPOINT,
+    MSG_NO_KAFKA,
+    MSG_NO_POLL,
+    MSG_NO_REDIS,
+    MSG_SCHEMA,
+    MSG_TOO_LARGE,
+    MSG_UNEXPECTED,
+    SUCCESS,
+    wrapped,
+)
+from scrapy_cluster.rest.responses import MSG_KEY as MSG_KEY
+from scrapy_cluster.rest.responses import MSG_LOCKED_OUT as MSG_LOCKED_OUT
+from scrapy_cluster.rest.security import parsed_proxies, warn_if_open
 from scrapy_cluster.rest.service import Metrics, RequestCheck, RestService
-
-SUCCESS, FAILURE = "SUCCESS", "FAILURE"
-MSG_INVALID_JSON = "The payload must be valid JSON."
-MSG_SCHEMA = "JSON did not validate against schema."
-MSG_NO_ENDPOINT = "The desired endpoint does not exist"
-MSG_NO_KAFKA = "Unable to connect to Kafka"
-MSG_NO_REDIS = "Unable to connect to Redis"
-MSG_NO_POLL = "Could not find matching poll_id"
-MSG_TOO_LARGE = "The payload is too large."
-MSG_KEY = "A valid API key is required."
-MSG_METHOD = "The method is not allowed for the requested URL."
-MSG_UNEXPECTED = "Unexpected error in the Rest service; see its log."
-JSON_TYPE = "application/json"
 
 POLL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -76,16 +81,6 @@ INDEX_SCHEMA: dict[str, Any] = {
 }
 
 
-def wrapped(data: Any = None, *, code: int = 200, message: str | None = None,
-            cause: str | None = None) -> Response:
-    """The ``{status, data, error}`` wrapper; FAILURE when ``message`` is given."""
-    error = None
-    if message is not None:
-        error = {"message": message} if cause is None else {"message": message, "cause": cause}
-    body = {"data": data, "error": error, "status": FAILURE if message is not None else SUCCESS}
-    return Response(orjson.dumps(body), status_code=code, media_type=JSON_TYPE)
-
-
 class BodyTooLarge(Exception):
     pass
 
@@ -106,77 +101,6 @@ def _is_json(request: Request) -> bool:
     content_type = request.headers.get("content-type", "")
     media = content_type.split(";", 1)[0].strip().lower()
     return media == JSON_TYPE or (media.startswith("application/") and media.endswith("+json"))
-
-
-def _endpoint_label(path: str) -> str:
-    if path in ("/", "/feed", "/poll", "/metrics", "/openapi.json", "/docs"):
-        return path
-    if path == "/ui" or path.startswith("/ui/"):
-        return "/ui"
-    return "other"
-
-
-class Gate:
-    """ASGI middleware: API keys, the body size limit by Content-Length, request counting and
-    the per-request log line (FLASK_LOGGING_ENABLED)."""
-
-    def __init__(self, app: Any, service: RestService) -> None:
-        self.app = app
-        self.service = service
-        self.keys_required = bool(configured_keys(service.settings))
-        self.log_requests = bool(service.settings.get("FLASK_LOGGING_ENABLED", True))
-
-    async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[..., Awaitable[Any]],
-                       send: Callable[..., Awaitable[Any]]) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        path: str = scope.get("path", "")
-        headers = {name.decode("latin-1").lower(): value.decode("latin-1")
-                   for name, value in scope.get("headers", [])}
-        status = {"code": 500}
-
-        async def counting_send(message: MutableMapping[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                status["code"] = int(message["status"])
-            await send(message)
-
-        try:
-            refusal = self._refusal(path, headers)
-            if refusal is not None:
-                status["code"] = refusal.status_code
-                await refusal(scope, receive, send)
-                return
-            await self.app(scope, receive, counting_send)
-        finally:
-            metrics = self.service.metrics
-            if metrics is not None:
-                metrics.observe_request(_endpoint_label(path), status["code"])
-            if self.log_requests:
-                # The dashboard's own refreshes would drown the API's lines: DEBUG for those.
-                level = logging.DEBUG if path.startswith(("/ui/api/", "/ui/events",
-                                                          "/ui/static/")) else logging.INFO
-                self.service.logger.log(level, "'%s' endpoint called",
-                                        path.strip("/") or "index",
-                                        extra={"method": scope.get("method"), "path": path,
-                                               "status_code": status["code"]})
-
-    def _refusal(self, path: str, headers: Mapping[str, str]) -> Response | None:
-        if self.keys_required and path not in PUBLIC_PATHS:
-            key = presented_key(headers, cookie_parser(headers.get("cookie", "")))
-            if not key_is_valid(self.service.settings, key):
-                if path in ("/ui", "/ui/") and "text/html" in headers.get("accept", ""):
-                    return Response(status_code=303, headers={"location": "/ui/login"})
-                return wrapped(code=401, message=MSG_KEY)
-        length = headers.get("content-length")
-        if length is not None:
-            try:
-                too_large = int(length) > self.service.max_body_bytes
-            except ValueError:
-                return wrapped(code=400, message="Invalid Content-Length header.")
-            if too_large:
-                return wrapped(code=413, message=MSG_TOO_LARGE)
-        return None
 
 
 def _feed_openapi(service: RestService) -> dict[str, Any]:
@@ -363,9 +287,14 @@ class RestRunner:
         self.service = service
         self.app = app
         self.host, self.port = host, port
+        settings = service.settings
+        proxies = parsed_proxies(settings)
         self.server = uvicorn.Server(uvicorn.Config(
             Gate(app, service), host=host, port=port, log_config=None, access_log=False,
-            lifespan="off", server_header=False, timeout_graceful_shutdown=5))
+            lifespan="off", server_header=False, timeout_graceful_shutdown=5,
+            http=_http_protocol(settings, service.logger),
+            h11_max_incomplete_event_size=int(settings["REST_MAX_HEADER_BYTES"]),
+            proxy_headers=bool(proxies), forwarded_allow_ips=proxies or None))
 
     @property
     def url(self) -> str:
@@ -373,6 +302,7 @@ class RestRunner:
         return f"http://{host}:{self.port}"
 
     def run(self, should_stop: Callable[[], bool]) -> None:
+        warn_if_open(self.host, self.service.access.keys, self.service.logger)
         self.service.logger.info("Rest service listening on %s", self.url,
                                  extra={"url": self.url, "my_id": self.service.my_id})
         # Keep the start-up heap (modules, schemas, clients) out of the collector's full scans:
@@ -392,6 +322,7 @@ class RestRunner:
 
     def start_in_thread(self, timeout_s: float = 20.0) -> threading.Thread:
         """Serve from a background thread (tests, embedding); returns once it listens."""
+        warn_if_open(self.host, self.service.access.keys, self.service.logger)
         thread = threading.Thread(target=self.server.run, name="rest-uvicorn", daemon=True)
         thread.start()
         deadline = time.monotonic() + timeout_s
@@ -404,6 +335,16 @@ class RestRunner:
     def stop_thread(self, thread: threading.Thread, timeout_s: float = 10.0) -> None:
         self.server.should_exit = True
         thread.join(timeout_s)
+
+
+def _http_protocol(settings: Mapping[str, Any], logger: logging.Logger) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol (REST_HTTP_PARSER) held to the head limits."""
+    limits = HeadLimits(int(settings["REST_MAX_HEADER_BYTES"]), int(settings["REST_MAX_HEADERS"]),
+                        on_refused=RefusalLog(logger, clock=time.monotonic).refused)
+    try:
+        return limited_protocol(str(settings["REST_HTTP_PARSER"]), limits)
+    except ValueError as exc:
+        raise SettingsError(f"REST_HTTP_PARSER: {exc}") from exc
 
 
 @contextmanager

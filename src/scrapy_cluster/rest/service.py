@@ -21,6 +21,7 @@ from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.redis_conn import RedisConfig
 from scrapy_cluster.rest.answers import AnswerListener, AnswerRouter
 from scrapy_cluster.rest.health import Health, HealthMonitor
+from scrapy_cluster.rest.security import Access
 from scrapy_cluster.rest.sender import FeedSender
 from scrapy_cluster.stats import WindowedStats
 from scrapy_cluster.stats.cluster import ClusterStats
@@ -49,13 +50,16 @@ class Metrics(Protocol):
 
 
 class RestService:
-    """Everything the endpoints use; ``start`` launches the threads, ``close`` stops them."""
+    """Everything the endpoints use; ``start`` launches the threads, ``close`` stops them.
+    ``clock`` (wall clock, seconds) times the dashboard's sessions and the key guard."""
 
     def __init__(self, settings: Mapping[str, Any], logger: logging.Logger, *,
                  check: RequestCheck, schemas: Sequence[tuple[str, dict[str, Any]]],
-                 metrics_factory: Callable[[RestService], Metrics] | None = None) -> None:
+                 metrics_factory: Callable[[RestService], Metrics] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self.logger = logger
+        self.access = Access.from_settings(settings, clock=clock, logger=logger)
         self.check = check
         self.schemas = list(schemas)
         self.started_at = time.time()

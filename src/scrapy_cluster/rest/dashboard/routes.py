@@ -5,8 +5,9 @@
 events); ``GET /api/overview``; ``GET /api/domains?page=&size=&spider=`` and
 ``GET /api/crawls?page=&size=&spider=`` (busiest first, pages of the cached snapshot: no Redis
 read); ``GET /api/crawl/<spiderid>/<crawlid>`` one crawl's funnel (one round trip);
-``GET|POST /login`` the API-key form (REST_API_KEYS). Every action of the page is a POST to
-``/feed``, like any other client. JSON answers use the API's ``{status, data, error}`` wrapper.
+``GET|POST /login`` the API-key form (REST_API_KEYS), which sets the signed session cookie.
+Every action of the page is a POST to ``/feed``, like any other client. JSON answers use the
+API's ``{status, data, error}`` wrapper.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from fastapi.responses import (
 )
 from starlette.concurrency import run_in_threadpool
 
-from scrapy_cluster.rest import security
 from scrapy_cluster.rest.dashboard.cache import SnapshotCache
 from scrapy_cluster.rest.dashboard.snapshot import SnapshotBuilder
+from scrapy_cluster.rest.security import SESSION_COOKIE, Access
 
 STATIC_DIR = Path(__file__).parent / "static"
 MEDIA_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html",
@@ -66,6 +67,7 @@ def create_router(service: Any) -> APIRouter:
     """The dashboard router (module docstring) for ``service`` (``settings``, ``logger``,
     ``redis``, ``frontier``)."""
     settings = service.settings
+    access: Access = service.access
     refresh_s = max(0.2, float(settings.get("DASHBOARD_REFRESH_S", 2.0)))
     builder = SnapshotBuilder(service.redis, service.frontier, settings)
     cache = SnapshotCache(builder.build, max_age_s=refresh_s)
@@ -133,13 +135,13 @@ def create_router(service: Any) -> APIRouter:
 
     @router.get("/login")
     async def login_form() -> Response:
-        if not security.configured_keys(settings):
+        if not access.required:
             return RedirectResponse("/ui", status_code=303)
         return HTMLResponse(_login_page(None), headers=PAGE_HEADERS)
 
     @router.post("/login")
     async def login(request: Request) -> Response:
-        if not security.configured_keys(settings):
+        if not access.required:
             return RedirectResponse("/ui", status_code=303)
         body = b""
         async for chunk in request.stream():
@@ -148,15 +150,26 @@ def create_router(service: Any) -> APIRouter:
                 return HTMLResponse(_login_page("The form is too large."), status_code=413,
                                     headers=PAGE_HEADERS)
         key = (parse_qs(body.decode("utf-8", "replace")).get("key") or [""])[0]
-        if not security.key_is_valid(settings, key):
-            return HTMLResponse(_login_page("That key is not valid."), status_code=401,
-                                headers=PAGE_HEADERS)
-        response = RedirectResponse("/ui", status_code=303)
-        response.set_cookie(security.KEY_COOKIE, key, httponly=True, samesite="strict", path="/",
-                            secure=request.url.scheme == "https")
-        return response
+        return _signed_in(access, key, request)
 
     return router
+
+
+def _signed_in(access: Access, key: str, request: Request) -> Response:
+    """The answer to the login form: the session cookie and a redirect to the page, or the
+    form again (401, or 429 while the address is locked out)."""
+    decision = access.check_key(key, request.client.host if request.client else None)
+    if decision.retry_after_s:
+        return HTMLResponse(_login_page("Too many wrong keys; retry later."), status_code=429,
+                            headers={**PAGE_HEADERS, "Retry-After": str(decision.retry_after_s)})
+    if not decision.allowed:
+        return HTMLResponse(_login_page("That key is not valid."), status_code=401,
+                            headers=PAGE_HEADERS)
+    response = RedirectResponse("/ui", status_code=303)
+    response.set_cookie(SESSION_COOKIE, access.sessions.issue(key),
+                        max_age=access.sessions.ttl_s, httponly=True, samesite="strict",
+                        path="/", secure=access.cookie_secure or request.url.scheme == "https")
+    return response
 
 
 def _event_stream(request: Request, overview_or_error: Any, cache: SnapshotCache,
