@@ -17,7 +17,15 @@ from scrapy_cluster.domain_config import open_store
 from scrapy_cluster.frontier import DispatchView, Frontier
 from scrapy_cluster.migration.legacy import legacy_fingerprint
 from scrapy_cluster.settings import load_settings
-from tests.migrate_support import OriginalRedis, api_request, link_request, moved, run_migrate
+from tests.migrate_support import (
+    OriginalRedis,
+    api_request,
+    link_request,
+    member,
+    moved,
+    run_migrate,
+    score,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -47,9 +55,7 @@ def test_requests_pop_in_the_original_order_highest_priority_first(
     original.queue("link", "example.com", *requests)
     run_migrate("--from", redis_url)
     # The original popped the lowest score first and equal scores in member (byte) order.
-    expected = [orjson.loads(m)["url"] for m in sorted(
-        (orjson.dumps(r) for r in requests),
-        key=lambda m: (-orjson.loads(m)["priority"], m))]
+    expected = [r["url"] for r in sorted(requests, key=lambda r: (score(r), member(r)))]
     assert popped_urls(redis_client) == expected
 
 
@@ -203,3 +209,28 @@ def test_a_run_killed_mid_way_completes_on_the_next_run_with_nothing_doubled(
     assert 0 < interrupted_at < total
     assert (_queued_items(redis_client), list(redis_client.scan_iter("migrate:src:*"))) == \
         (total, [])
+
+
+def test_members_that_cannot_be_requests_are_kept_with_their_reason(
+        redis_url: str, redis_client: redis.Redis, original: OriginalRedis) -> None:
+    seed = api_request(f"{SITE}/ok", "c1", 50)
+    link = link_request(f"{SITE}/link", "c1", 40)
+    broken = {
+        b'{"url": "http://shop.example.com/cut': "not JSON",
+        member({**seed, "url": None}): "'url' missing or not a string",
+        member({**seed, "url": f"{SITE}/typed", "maxdepth": "2"}): "maxdepth",
+        member({**link, "url": f"{SITE}/headers", "headers": "Referer: x"}):
+            "'headers' must be an object, got str",
+        member({**link, "url": f"{SITE}/meta", "meta": ["appid"]}): "'meta' must be an object",
+        member({**link, "url": f"{SITE}/depth", "meta": {**link["meta"], "curdepth": -1}}):
+            "'curdepth' must be a non-negative integer",
+    }
+    key = original.queue("link", "example.com", seed, link)
+    redis_client.zadd(key, dict.fromkeys(broken, -1))
+    result = run_migrate("--from", redis_url)
+    kept = {entry["item"].encode(): entry["reason"] for entry in map(
+        orjson.loads, redis_client.lrange(keys.migration_rejected(), 0, -1))}
+    assert sorted(kept) == sorted(broken)
+    assert [why for raw, why in broken.items() if why not in kept[raw]] == []
+    assert (popped_urls(redis_client), "rejected 6 request(s)" in result.stdout) == \
+        ([f"{SITE}/ok", f"{SITE}/link"], True)

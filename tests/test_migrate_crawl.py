@@ -18,7 +18,14 @@ import orjson
 import pytest
 
 from scrapy_cluster.testing.site import SiteConfig, SiteServer
-from tests.migrate_support import OriginalRedis, api_request, link_request, run_migrate
+from tests.migrate_support import (
+    OriginalRedis,
+    api_request,
+    link_request,
+    member,
+    run_migrate,
+    score,
+)
 from tests.support.services import RedisServer, ServiceUnavailable, free_port
 from tests.support.starting import service_unavailable
 from tests.test_crawler_cluster import Cluster
@@ -62,9 +69,7 @@ def _original_state(original: OriginalRedis, site: LoggingSite, tmp: Path) -> tu
     original.stop("link", "app", "stopped")
     seen = tmp / "seen.jsonl"
     seen.write_bytes(orjson.dumps({"url": page((LINKED, 1)), "crawlid": "seen"}) + b"\n")
-    members = sorted((orjson.dumps(r) for r in ordered),
-                     key=lambda m: (-orjson.loads(m)["priority"], m))
-    return [orjson.loads(m)["url"] for m in members], seen
+    return [r["url"] for r in sorted(ordered, key=lambda r: (score(r), member(r)))], seen
 
 
 def _crawl_until_quiet(site: LoggingSite, expected: set[str]) -> None:

@@ -7,6 +7,7 @@ What Scrapy Cluster 1.2/1.3 wrote (docs/migration.md has the whole table):
   API request itself (``url``, ``appid``, ``crawlid``, ``maxdepth`` ... at the top level); the
   crawlers wrote Scrapy's request dict (``url``, ``method``, ``headers``, ``body``, ``cookies``,
   ``meta`` holding the crawl fields and ``curdepth``, ``dont_filter``, ``callback`` ...).
+  What becomes of each of their fields is in ``fields.py``.
 * ``<spiderid>:dupefilter:<crawlid>`` — SET of 40-hex SHA1 request fingerprints (Scrapy 1.x
   ``request_fingerprint``: method, canonical URL, body). One-way: see ``legacy_fingerprint``.
 * ``<spiderid>:blacklist`` — SET of ``<appid>||<crawlid>``.
@@ -16,25 +17,14 @@ What Scrapy Cluster 1.2/1.3 wrote (docs/migration.md has the whole table):
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from w3lib.url import canonicalize_url
 
-API_FIELDS = ("url", "appid", "crawlid", "spiderid", "maxdepth", "allowed_domains",
-              "allow_regex", "deny_regex", "deny_extensions", "expires", "useragent", "cookie",
-              "attrs", "domain_max_pages")
-"""Crawl-API fields (our crawl schema's properties, ``priority`` aside: links and retries of the
-original legitimately sit below the API's minimum)."""
-REQUEST_FIELDS = ("method", "headers", "body", "cookies", "callback", "errback", "dont_filter")
-"""Scrapy request fields of the crawlers' shape, kept as our request fields of the same name."""
-SCRAPY_RUNTIME_META = frozenset({
-    "depth", "download_latency", "download_slot", "download_timeout", "redirect_times",
-    "redirect_ttl", "redirect_urls", "redirect_reasons", "retry_times", "is_start_request",
-    "handle_httpstatus_all", "priority", "curdepth", "url", "_encoding",
-})
+from scrapy_cluster.migration.fields import FieldError, convert
+
 BLACKLIST_SEPARATOR = "||"
 QUEUE_SUFFIX = ":queue"
 DUPEFILTER_PART = ":dupefilter:"
@@ -42,18 +32,21 @@ BLACKLIST_SUFFIX = ":blacklist"
 TIMEOUT_PREFIX = "timeout:"
 
 
-class LegacyItemError(ValueError):
-    """An original queue member that cannot become one of our requests (the message says why)."""
+LegacyItemError = FieldError
+"""An original queue member that cannot become one of our requests (the message says why)."""
 
 
 @dataclass(frozen=True)
 class LegacyRequest:
     """One original queue member: our request dict, its crawl-API view (what our crawl schema
-    validates) and the original's fingerprint of it (40 hex)."""
+    validates), the original's fingerprint of it (40 hex) and the labels of its fields that
+    were mapped or dropped (``fields.py``)."""
 
     request: dict[str, Any]
     api_view: dict[str, Any]
     fingerprint: str
+    mapped: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
 
 
 def legacy_fingerprint(url: str, method: str = "GET", body: bytes = b"") -> str:
@@ -79,7 +72,8 @@ def _body_bytes(body: Any) -> bytes:
 def convert_item(raw: bytes, score: float, key_spiderid: str) -> LegacyRequest:
     """Our request for one original queue member; its priority is ``-score`` (what ordered it).
 
-    ``LegacyItemError`` when it is not a JSON object with a url, appid and crawlid."""
+    ``LegacyItemError`` when it is not a JSON object with a url, appid and crawlid of the right
+    types (see ``fields.convert`` for what becomes of each field)."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -87,33 +81,18 @@ def convert_item(raw: bytes, score: float, key_spiderid: str) -> LegacyRequest:
                               "with the original migrate.py") from exc
     if not isinstance(data, dict):
         raise LegacyItemError("not a JSON object")
-    meta = data.get("meta")
-    if isinstance(meta, Mapping):
-        fields = {**{k: v for k, v in meta.items() if k in API_FIELDS}, "url": data.get("url")}
-        extra = {"curdepth": meta.get("curdepth", 0), "retry_times": meta.get("retry_times", 0),
-                 **{name: data[name] for name in REQUEST_FIELDS if data.get(name) not in (None, {}, "")}}
-        user_meta = {k: v for k, v in meta.items()
-                     if k not in API_FIELDS and k not in SCRAPY_RUNTIME_META
-                     and not str(k).startswith("_")}
-        if user_meta:
-            extra["meta"] = user_meta
-    else:
-        fields = {k: v for k, v in data.items() if k != "priority"}
-        extra = {"curdepth": data.get("curdepth", 0)} if "curdepth" in data else {}
-        fields.pop("curdepth", None)
-    fields.setdefault("spiderid", key_spiderid)
+    converted = convert(data)
     for name in ("url", "appid", "crawlid"):
-        if not isinstance(fields.get(name), str) or not fields[name]:
+        value = converted.request.get(name)
+        if not isinstance(value, str) or not value:
             raise LegacyItemError(f"'{name}' missing or not a string")
-    if extra.get("method") == "GET":
-        del extra["method"]
-    if extra.get("callback") == "parse":  # Scrapy's default: leave it implied
-        del extra["callback"]
-    request = {**{k: v for k, v in fields.items() if v is not None}, **extra,
-               "priority": -int(score)}
-    fingerprint = legacy_fingerprint(fields["url"], str(extra.get("method") or "GET"),
-                                     _body_bytes(extra.get("body")))
-    return LegacyRequest(request, {k: v for k, v in fields.items() if v is not None}, fingerprint)
+    converted.request.setdefault("spiderid", key_spiderid)
+    converted.api_view.setdefault("spiderid", converted.request["spiderid"])
+    request = {**converted.request, "priority": -int(score)}
+    fingerprint = legacy_fingerprint(request["url"], str(request.get("method") or "GET"),
+                                     _body_bytes(request.get("body")))
+    return LegacyRequest(request, converted.api_view, fingerprint, tuple(converted.mapped),
+                         tuple(converted.dropped))
 
 
 def blacklisted_crawlid(member: bytes | str) -> str:

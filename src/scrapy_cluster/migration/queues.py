@@ -41,6 +41,15 @@ class _Batch:
     requests: list[dict[str, Any]] = field(default_factory=list)
     fingerprints: list[tuple[str, str, str]] = field(default_factory=list)
     rejected: list[bytes] = field(default_factory=list)
+    fields: list[tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=list)
+    """Per request: the labels of its mapped and dropped original fields."""
+
+    def count_fields(self, summary: Summary, refused: set[int]) -> None:
+        """Count the mapped and dropped fields of the requests the frontier did not refuse."""
+        for index, (mapped, dropped) in enumerate(self.fields):
+            if index not in refused:
+                summary.mapped_fields.update(mapped)
+                summary.dropped_fields.update(dropped)
 
 
 class QueueImporter:
@@ -90,6 +99,7 @@ class QueueImporter:
             batch = self._convert(legacy_key, spiderid, rows, summary)
             _, invalid = self.calls.enqueue(batch.requests, dedupe=True, now_ms=None)
             summary.queued += len(batch.requests) - len(invalid)
+            batch.count_fields(summary, {index for index, _ in invalid})
             self._count_rejected(summary, [f"{legacy_key}: {reason}" for _, reason in invalid])
             for spider, crawl, fingerprint in batch.fingerprints:
                 self.seen_in_dry_run[(spider, crawl)].add(fingerprint)
@@ -109,6 +119,7 @@ class QueueImporter:
                 batch.requests.append(item.request)
                 batch.fingerprints.append((item.request["spiderid"], item.request["crawlid"],
                                            item.fingerprint))
+                batch.fields.append((item.mapped, item.dropped))
                 continue
             batch.rejected.append(_rejected_entry(legacy_key, raw, -int(score), reason))
             self._count_rejected(summary, [f"{legacy_key}: {reason}"])
@@ -118,6 +129,7 @@ class QueueImporter:
                 summary: Summary) -> None:
         call, invalid = self.calls.enqueue(batch.requests, dedupe=True, now_ms=None)
         refused = {index for index, _ in invalid}
+        batch.count_fields(summary, refused)
         for index, reason in invalid:
             request = batch.requests[index]
             batch.rejected.append(_rejected_entry(legacy_key, orjson.dumps(request),

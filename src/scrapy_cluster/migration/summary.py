@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from scrapy_cluster import keys
@@ -24,6 +25,10 @@ class Summary:
     stopped_crawl_requests: int = 0
     rejected: int = 0
     rejected_reasons: list[str] = field(default_factory=list)
+    mapped_fields: Counter[str] = field(default_factory=Counter)
+    """Original fields carried over in another form, by label (``migration/fields.py``)."""
+    dropped_fields: Counter[str] = field(default_factory=Counter)
+    """Original fields left out of the imported requests, by label."""
     fingerprints_of_queued: int = 0
     fingerprints_from_seen_urls: int = 0
     fingerprints_not_convertible: int = 0
@@ -54,6 +59,8 @@ class Summary:
             f"  crawl expiries registered: {self.timeouts}",
             f"  requests queued: {self.queued} from {self.queue_keys} original queue(s)",
         ]
+        lines += [f"  {kind} fields: {_tally(counts)}" for kind, counts in
+                  (("mapped", self.mapped_fields), ("dropped", self.dropped_fields)) if counts]
         if self.duplicates:
             lines.append(f"  skipped {self.duplicates} duplicate request(s) (same URL already "
                          "queued or seen by its crawl)")
@@ -80,3 +87,8 @@ class Summary:
         lines += [f"  {step}" for step in self.schema_steps]
         lines += [f"  skipped: {reason}" for reason in self.skipped]
         return lines
+
+
+def _tally(counts: Counter[str]) -> str:
+    """``ts × 3, meta.ts × 2``: labels by name, each with its count."""
+    return ", ".join(f"{label} × {count}" for label, count in sorted(counts.items()))
