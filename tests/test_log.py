@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from scrapy_cluster.errors import InvalidLevelExpressionError, SettingsError
-from scrapy_cluster.log import LogCallbackHandler, configure_logging
+from scrapy_cluster.log import LogCallbackHandler, configure_logging, configure_root_logging
 from scrapy_cluster.settings import Settings, load_settings
 
 LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -224,6 +224,76 @@ def test_two_processes_sharing_a_rolling_file_lose_no_lines(tmp_path: Path) -> N
     for tag in ("a", "b"):
         assert sorted(r["seq"] for r in records if r["writer"] == tag) == list(range(count))
     assert len(records) == 2 * count
+
+
+# --- the root logger: every other logger of the process -------------------------------
+
+
+@pytest.fixture
+def root_logger() -> Iterator[logging.Logger]:
+    """The root logger, put back as it was after the test (handlers, level, warnings)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield root
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+        handler.close()
+    root.setLevel(level)
+    logging.captureWarnings(False)
+
+
+def crawler_settings(**overrides: Any) -> Settings:
+    return load_settings("crawler", environ={}, overrides=overrides)
+
+
+def test_root_logging_with_log_json_writes_other_loggers_as_json_lines(
+        root_logger: logging.Logger, logger_name: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert configure_root_logging(crawler_settings(SC_LOG_JSON=True), prefix="SC_") is True
+    logging.getLogger(f"{logger_name}.library").warning("from %s", "a library")
+    (line,) = output_lines(capsys)
+    record = json.loads(line)
+    assert {key: record[key] for key in ("message", "logger", "level", "component", "event")} == {
+        "message": "from a library", "logger": f"{logger_name}.library", "level": "WARNING",
+        "component": "crawler", "event": "from %s"}
+
+
+def test_root_logging_without_log_json_leaves_the_root_logger_alone(
+        root_logger: logging.Logger) -> None:
+    handlers, level = list(root_logger.handlers), root_logger.level
+    assert configure_root_logging(crawler_settings(), prefix="SC_") is False
+    assert (root_logger.handlers, root_logger.level) == (handlers, level)
+
+
+def test_root_logging_again_replaces_its_handler(
+        root_logger: logging.Logger, logger_name: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    configure_root_logging(crawler_settings(SC_LOG_JSON=True), prefix="SC_")
+    configure_root_logging(crawler_settings(SC_LOG_JSON=True), prefix="SC_")
+    logging.getLogger(logger_name).warning("once")
+    assert [json.loads(line)["message"] for line in output_lines(capsys)] == ["once"]
+
+
+def test_root_handler_filters_a_library_logger_set_below_log_level(
+        root_logger: logging.Logger, logger_name: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Scrapy sets its ``scrapy`` logger to DEBUG: SC_LOG_LEVEL still decides."""
+    configure_root_logging(crawler_settings(SC_LOG_JSON=True, SC_LOG_LEVEL="INFO"), prefix="SC_")
+    chatty = logging.getLogger(f"{logger_name}.chatty")
+    chatty.setLevel(logging.DEBUG)
+    chatty.debug("noise")
+    chatty.info("news")
+    assert [json.loads(line)["message"] for line in output_lines(capsys)] == ["news"]
+
+
+def test_root_records_go_to_log_dir_and_log_file_without_log_stdout(
+        root_logger: logging.Logger, logger_name: str, tmp_path: Path) -> None:
+    configure_root_logging(crawler_settings(SC_LOG_JSON=True, SC_LOG_STDOUT=False,
+                                            SC_LOG_DIR=str(tmp_path), SC_LOG_FILE="crawler.log"),
+                           prefix="SC_")
+    logging.getLogger(logger_name).warning("to disk")
+    lines = (tmp_path / "crawler.log").read_text().splitlines()
+    assert [json.loads(line)["message"] for line in lines] == ["to disk"]
 
 
 # --- callbacks --------------------------------------------------------------------

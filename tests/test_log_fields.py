@@ -7,6 +7,7 @@ Every JSON line carries ``component``, ``node`` (``<hostname>:<pid>``), ``level`
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from typing import Any
 
 import pytest
 import redis
+from scrapy import Request, Spider
+from scrapy.http import HtmlResponse
 
 from scrapy_cluster.log import configure_logging, request_fields
 from scrapy_cluster.settings import load_settings
@@ -179,3 +182,78 @@ def test_json_line_lifts_a_request_extra_and_keeps_explicit_fields(
             failed["crawlid"]) == ("plugin %s failed: %s", "redis-monitor",
                                    "http://a.example/", "app", "c1")
     assert (tick["event"], tick["component"]) == ("monitoring_update", "custom")
+
+
+# --- Scrapy's records: the request, response or spider they are about ----------------------
+
+LoggerFactory = Callable[[], logging.Logger]
+CRAWL_META = {"crawlid": "c1", "appid": "app", "spiderid": "link", "maxdepth": 1}
+
+
+@pytest.fixture
+def crawler_json_logger(request: pytest.FixtureRequest) -> Iterator[LoggerFactory]:
+    """Configures the crawler's JSON logger (SC_LOG_*), private to the test, when called
+    (inside the test, so that it writes to the stdout ``capsys`` captures)."""
+    name = f"test-log-fields.{request.node.name}"
+
+    def configure() -> logging.Logger:
+        settings = load_settings("crawler", environ={}, overrides={
+            "SC_LOGGER_NAME": name, "SC_LOG_JSON": True, "SC_LOG_LEVEL": "DEBUG"})
+        return configure_logging(settings, prefix="SC_")
+
+    yield configure
+    logger = logging.getLogger(name)
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
+
+
+def logged_line(capsys: pytest.CaptureFixture[str]) -> Record:
+    (line,) = capsys.readouterr().out.splitlines()
+    record: Record = json.loads(line)
+    return record
+
+
+def test_json_line_about_a_scrapy_request_argument_names_its_crawl_and_url(
+        crawler_json_logger: LoggerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    request = Request("http://a.example/page", meta=CRAWL_META)
+    crawler_json_logger().debug("Crawled (%(status)s) %(request)s",  # as Scrapy's engine logs
+                                {"status": 200, "request": request})
+    record = logged_line(capsys)
+    assert {key: record.get(key) for key in ("component", "crawlid", "appid", "spiderid",
+                                             "url", "event")} == {
+        "component": "crawler", "crawlid": "c1", "appid": "app", "spiderid": "link",
+        "url": "http://a.example/page", "event": "Crawled (%(status)s) %(request)s"}
+
+
+def test_json_line_about_a_scrapy_response_takes_its_url_and_its_request_meta(
+        crawler_json_logger: LoggerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    request = Request("http://a.example/old", meta=CRAWL_META)
+    response = HtmlResponse("http://a.example/new", request=request, body=b"<html></html>")
+    crawler_json_logger().info("got a page", extra={"response": response})
+    record = logged_line(capsys)
+    assert (record["url"], record["crawlid"], record["appid"]) == (
+        "http://a.example/new", "c1", "app")
+
+
+def test_json_line_about_a_response_without_its_request_has_its_url_only(
+        crawler_json_logger: LoggerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    response = HtmlResponse("http://a.example/alone", body=b"<html></html>")
+    crawler_json_logger().info("got %(response)s", {"response": response})
+    record = logged_line(capsys)
+    assert record["url"] == "http://a.example/alone"
+    assert "crawlid" not in record and "appid" not in record
+
+
+def test_json_line_about_a_spider_names_its_spiderid(
+        crawler_json_logger: LoggerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    crawler_json_logger().info("Spider opened", extra={"spider": Spider(name="wandering")})
+    assert logged_line(capsys)["spiderid"] == "wandering"
+
+
+def test_explicit_extra_wins_over_a_scrapy_request_argument(
+        crawler_json_logger: LoggerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    request = Request("http://a.example/page", meta=CRAWL_META)
+    crawler_json_logger().info("retrying %(request)s", {"request": request},
+                               extra={"url": "http://a.example/other"})
+    assert logged_line(capsys)["url"] == "http://a.example/other"

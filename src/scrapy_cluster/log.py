@@ -6,27 +6,24 @@ call (calling it again replaces, never duplicates, its handlers):
 - ``LOG_LEVEL`` — lowest level written (``DEBUG`` ... ``CRITICAL``; ``WARN`` is
   accepted for ``WARNING``);
 - ``LOG_JSON`` — one JSON object per line with ``message``, ``logger``,
-  ``level``, ``timestamp`` (ISO-8601, UTC), the context fields below and every
-  ``extra`` field; otherwise the human format
+  ``level``, ``timestamp`` (ISO-8601, UTC), the context fields of
+  ``scrapy_cluster.log_fields`` (``component``, ``node``, ``event``, and
+  ``crawlid``/``appid``/``spiderid``/``url`` of the request a line is about)
+  and every ``extra`` field; otherwise the human format
   ``%(asctime)s [%(name)s] %(levelname)s: %(message)s``;
 - ``LOG_STDOUT`` — standard output, or else ``LOG_DIR/LOG_FILE``, rolled over
   to ``.1``, ``.2``, ... (``LOG_BACKUPS`` kept) once it has reached
   ``LOG_MAX_BYTES``; a file may exceed that by at most one record.
 
+``configure_root_logging(settings)`` does the same for the root logger when
+``LOG_JSON`` is on, so that every other logger of the process (the component's
+modules, Scrapy, Twisted, asyncio, redis-py...) writes the same JSON lines to
+the same output; without ``LOG_JSON`` it leaves the root logger alone.
+
 Several processes may append to, and roll, the same file: the file handler is
 ``concurrent_log_handler.ConcurrentRotatingFileHandler``, which takes an
 exclusive lock (a ``.__<file>.lock`` file beside the log) around every write
 and every rollover, so no process writes into a file another has just renamed.
-
-Every JSON line also carries the fields a log pipeline (ELK, Loki) filters on:
-``component`` (``kafka-monitor``, ``redis-monitor``, ``crawler``, ``rest``: the
-component the settings were loaded for), ``node`` (``<hostname>:<pid>``) and
-``event``, a stable name to group by: the ``event`` extra when the call gave one,
-else the message template before ``%`` formatting (``"plugin %s failed: %s"``).
-A line whose ``request`` extra is a dict also carries that request's
-``crawlid``, ``appid``, ``spiderid`` and ``url`` at the top level;
-``request_fields`` gives the same fields for the extras of a call about
-requests. An extra of the same name always wins.
 
 The crawler passes ``prefix="SC_"`` and so reads ``SC_LOG_LEVEL``,
 ``SC_LOGGER_NAME`` and the other ``SC_LOG_*`` twins.
@@ -40,21 +37,20 @@ from __future__ import annotations
 
 import logging
 import operator
-import os
 import re
-import reprlib
-import socket
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from concurrent_log_handler import ConcurrentRotatingFileHandler
 from pythonjsonlogger.core import RESERVED_ATTRS
-from pythonjsonlogger.json import JsonFormatter
 
 from scrapy_cluster.errors import InvalidLevelExpressionError, SettingsError
+from scrapy_cluster.log_fields import REQUEST_FIELDS, ContextJsonFormatter
+from scrapy_cluster.log_fields import process_node as process_node
+from scrapy_cluster.log_fields import request_fields as request_fields
 
 HUMAN_FORMAT = "%(asctime)s [%(name)s] %(levelname)s: %(message)s"
 _JSON_FIELDS = "%(message)s %(name)s %(levelname)s"
@@ -62,8 +58,11 @@ _JSON_RENAMES = {"name": "logger", "levelname": "level"}
 _OWNED_MARK = "_scrapy_cluster_owned"
 _LEVEL_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL"}
 _NOT_EXTRAS = frozenset(RESERVED_ATTRS) | {"message", "asctime"}
-REQUEST_FIELDS = ("crawlid", "appid", "spiderid", "url")
 _CRAWLER_PREFIX_COMPONENT = {"SC_": "crawler"}
+
+__all__ = ["HUMAN_FORMAT", "REQUEST_FIELDS", "LevelMatcher", "LogCallbackHandler",
+           "configure_logging", "configure_root_logging", "parse_level", "process_node",
+           "record_extras", "request_fields"]
 
 LogCallback = Callable[[str, dict[str, Any]], Any]
 
@@ -73,23 +72,35 @@ def configure_logging(settings: Mapping[str, Any], prefix: str = "") -> logging.
 
     Handlers installed by an earlier call for the same logger are closed and
     replaced; handlers added by others (e.g. a ``LogCallbackHandler``) stay.
-    The logger does not propagate, so a root handler (Scrapy's) does not
-    write its records a second time. Raises ``SettingsError`` for an unknown
-    level name.
+    The logger does not propagate, so a root handler (Scrapy's, or
+    ``configure_root_logging``'s) does not write its records a second time.
+    Raises ``SettingsError`` for an unknown level name.
     """
     logger = logging.getLogger(str(settings[prefix + "LOGGER_NAME"]))
     level = parse_level(settings[prefix + "LOG_LEVEL"])
-    handler = _output_handler(settings, prefix)
-    handler.setFormatter(_formatter(bool(settings[prefix + "LOG_JSON"]),
-                                    _component_of(settings, prefix)))
-    setattr(handler, _OWNED_MARK, True)
-    for old in [h for h in logger.handlers if getattr(h, _OWNED_MARK, False)]:
-        logger.removeHandler(old)
-        old.close()
-    logger.addHandler(handler)
+    _replace_owned_handler(logger, _owned_handler(settings, prefix, level))
     logger.setLevel(level)
     logger.propagate = False
     return logger
+
+
+def configure_root_logging(settings: Mapping[str, Any], prefix: str = "") -> bool:
+    """With ``LOG_JSON``: the root logger writes JSON lines like ``configure_logging``'s (same
+    fields, same output, same ``LOG_LEVEL``), and Python warnings are logged; returns True.
+
+    Every logger that propagates then writes through it: the component's modules and its
+    libraries. The handler's own level filters too, so a library that sets its logger to
+    DEBUG (Scrapy does) writes nothing below ``LOG_LEVEL``. Calling again replaces the handler
+    an earlier call installed; handlers added by others stay. Without ``LOG_JSON`` nothing
+    changes and the result is False: the process keeps its human format.
+    """
+    if not settings[prefix + "LOG_JSON"]:
+        return False
+    level = parse_level(settings[prefix + "LOG_LEVEL"])
+    _replace_owned_handler(logging.root, _owned_handler(settings, prefix, level))
+    logging.root.setLevel(level)
+    logging.captureWarnings(True)
+    return True
 
 
 def parse_level(name: Any) -> int:
@@ -111,27 +122,26 @@ def record_extras(record: logging.LogRecord) -> dict[str, Any]:
             if key not in _NOT_EXTRAS and not key.startswith("_")}
 
 
-def request_fields(requests: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """``crawlid``, ``appid``, ``spiderid`` and ``url`` shared by every request in ``requests``
-    (a field the requests disagree on, or that one lacks, is left out): extras for a log call
-    about one request or a batch of one crawl."""
-    shared: dict[str, Any] | None = None
-    for request in requests:
-        fields = {key: request[key] for key in REQUEST_FIELDS if request.get(key) is not None}
-        shared = fields if shared is None else {
-            key: value for key, value in shared.items() if fields.get(key) == value}
-    return shared or {}
-
-
-def process_node() -> str:
-    """``<hostname>:<pid>``: names this process in log lines."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 def _component_of(settings: Mapping[str, Any], prefix: str) -> str:
     component = getattr(settings, "component", None)
     return str(component or _CRAWLER_PREFIX_COMPONENT.get(prefix)
                or settings[prefix + "LOGGER_NAME"])
+
+
+def _owned_handler(settings: Mapping[str, Any], prefix: str, level: int) -> logging.Handler:
+    handler = _output_handler(settings, prefix)
+    handler.setFormatter(_formatter(bool(settings[prefix + "LOG_JSON"]),
+                                    _component_of(settings, prefix)))
+    handler.setLevel(level)
+    setattr(handler, _OWNED_MARK, True)
+    return handler
+
+
+def _replace_owned_handler(logger: logging.Logger, handler: logging.Handler) -> None:
+    for old in [h for h in logger.handlers if getattr(h, _OWNED_MARK, False)]:
+        logger.removeHandler(old)
+        old.close()
+    logger.addHandler(handler)
 
 
 def _output_handler(settings: Mapping[str, Any], prefix: str) -> logging.Handler:
@@ -148,48 +158,8 @@ def _output_handler(settings: Mapping[str, Any], prefix: str) -> logging.Handler
 def _formatter(json_lines: bool, component: str) -> logging.Formatter:
     if not json_lines:
         return logging.Formatter(HUMAN_FORMAT)
-    return _ContextJsonFormatter(component, _JSON_FIELDS, rename_fields=_JSON_RENAMES,
-                                 timestamp="timestamp", json_ensure_ascii=False)
-
-
-class _ContextJsonFormatter(JsonFormatter):
-    """JSON lines with ``component``, ``node``, ``event`` and a ``request`` extra's fields.
-
-    Fields are added to the output only: the record itself (which other handlers, such as a
-    ``LogCallbackHandler``, also see) is not changed.
-    """
-
-    def __init__(self, component: str, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.component = component
-        self._node_pid, self._node = -1, ""
-
-    def add_fields(self, log_data: dict[str, Any], record: logging.LogRecord,
-                   message_dict: dict[str, Any]) -> None:
-        super().add_fields(log_data, record, message_dict)
-        log_data.setdefault("component", self.component)
-        log_data.setdefault("node", self._current_node())
-        log_data.setdefault("event", str(record.msg))
-        request = log_data.get("request")
-        if isinstance(request, Mapping):
-            for key, value in request_fields([request]).items():
-                log_data.setdefault(key, value)
-
-    def jsonify_log_record(self, log_data: dict[str, Any]) -> str:
-        """The JSON line; a field nested too deeply for the encoder (a crawl request's ``attrs``
-        may nest up to the 1,024 levels orjson reads) is written as a short repr instead:
-        logging re-raises a RecursionError into the code that logged."""
-        try:
-            return super().jsonify_log_record(log_data)
-        except RecursionError:
-            return super().jsonify_log_record({
-                key: reprlib.repr(value) if isinstance(value, Mapping | list | tuple) else value
-                for key, value in log_data.items()})
-
-    def _current_node(self) -> str:
-        if self._node_pid != os.getpid():  # a forked child names itself
-            self._node_pid, self._node = os.getpid(), process_node()
-        return self._node
+    return ContextJsonFormatter(component, _JSON_FIELDS, rename_fields=_JSON_RENAMES,
+                                timestamp="timestamp", json_ensure_ascii=False)
 
 
 # --- callbacks ------------------------------------------------------------------

@@ -8,12 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from scrapy import Spider
-from scrapy.crawler import CrawlerProcess
 from scrapy.settings import Settings as ScrapySettings
 from scrapy.settings import default_settings
 
 from scrapy_cluster.crawler import settings as crawler_settings
 from scrapy_cluster.crawler.config import HANDOVER_SETTING, scrapy_overrides
+from scrapy_cluster.crawler.logging_setup import crawler_process, start_crawler_logging
 from scrapy_cluster.errors import SettingsError
 from scrapy_cluster.migration.version import check_at_start
 from scrapy_cluster.redis_conn import RedisConfig
@@ -76,6 +76,7 @@ ENGINES = ("scrapy", "fast")
 def run_crawler(cluster: Mapping[str, Any]) -> None:
     """Run the configured spider until SIGTERM/SIGINT (in-flight requests finish first), on
     the engine CRAWLER_ENGINE names (``scrapy`` or ``fast``)."""
+    start_crawler_logging(cluster)
     engine = str(cluster.get("CRAWLER_ENGINE") or "scrapy")
     if engine not in ENGINES:
         raise SettingsError(f"CRAWLER_ENGINE {engine!r}: expected scrapy or fast")
@@ -88,6 +89,6 @@ def run_crawler(cluster: Mapping[str, Any]) -> None:
         return
     spider_cls = resolve_spider(str(cluster["CRAWLER_SPIDER"]))
     check_key_layout(cluster)
-    process = CrawlerProcess(scrapy_settings(cluster))
+    process = crawler_process(scrapy_settings(cluster), cluster)
     process.crawl(spider_cls)
     process.start()

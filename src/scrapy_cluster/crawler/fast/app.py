@@ -146,15 +146,17 @@ async def _main(settings: Mapping[str, Any]) -> None:
     from redis.backoff import NoBackoff
 
     from scrapy_cluster.bus import create_bus
+    from scrapy_cluster.crawler.logging_setup import start_crawler_logging
     from scrapy_cluster.crawler.public_ip import PublicIpRefresher
     from scrapy_cluster.frontier import AsyncFrontier, DispatchView
-    from scrapy_cluster.log import configure_logging, parse_level
+    from scrapy_cluster.log import HUMAN_FORMAT, configure_logging, parse_level
     from scrapy_cluster.redis_conn import RedisConfig
 
     configure_logging(settings, prefix="SC_")
-    # The engine's modules log like the Scrapy engine's (Scrapy's root handler and format).
-    logging.basicConfig(level=parse_level(settings["LOG_LEVEL"]), force=True,
-                        format="%(asctime)s [%(name)s] %(levelname)s: %(message)s")
+    if not start_crawler_logging(settings):  # SC_LOG_JSON: every logger writes JSON lines
+        # The engine's modules log like the Scrapy engine's (Scrapy's root handler and format).
+        logging.basicConfig(level=parse_level(settings["SC_LOG_LEVEL"]), force=True,
+                            format=HUMAN_FORMAT)
     policy = PagePolicy.from_settings(settings)
     spider = fast_spider(str(settings["CRAWLER_SPIDER"]), settings)
     redis_config = RedisConfig.from_settings(settings)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -40,7 +41,10 @@ from scrapy_cluster.crawler.fast.spiders import FastSpider, LinkSpider
 from scrapy_cluster.crawler.funnel import ROBOTS_MESSAGE, FunnelCounter
 from scrapy_cluster.crawler.stats import NO_RESPONSE
 from scrapy_cluster.frontier.model import LeasedRequest
+from scrapy_cluster.log_fields import request_fields
 from scrapy_cluster.outage import is_redis_outage
+
+logger = logging.getLogger(__name__)
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 OFFLOAD_EXTRACT_BYTES = 128 * 1024
@@ -108,6 +112,8 @@ class PageProcessor:
             fetched()
         waited_s = None if enqueued_at_s is None else time.monotonic() - enqueued_at_s
         self.funnel.add(stored, f"fetched:{response.status}")
+        logger.debug("Crawled (%d) <%s %s>", response.status, request.method, request.url,
+                     extra=request_fields([stored]))  # as Scrapy's engine logs each response
         if self.observer is not None:
             self.observer.response(leased.domain, request.url, response.status, waited_s)
         if self.politeness is not None:
