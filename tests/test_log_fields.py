@@ -150,6 +150,28 @@ def test_every_component_line_carries_component_node_level_and_event(
         assert "%s stopped" in events, (component, events)
 
 
+@processes_test
+def test_every_line_of_the_monitors_and_the_rest_service_is_json(
+        processes: Processes, env: dict[str, str]) -> None:
+    """Their modules and libraries (uvicorn, the bus) write through the same JSON handler: no
+    line of human text among them, and uvicorn's own lines carry the component too."""
+    debug = {**env, "LOG_LEVEL": "DEBUG"}
+    started = {"kafka-monitor": processes.start(debug, "kafka-monitor", "run"),
+               "redis-monitor": processes.start(debug, "redis-monitor"),
+               "rest": processes.start(debug, "rest")}
+    for process in started.values():
+        wait_for_record(processes, process, lambda r: "starting" in r["message"]
+                        or "listening" in r["message"])
+    processes.stop_all()
+    loggers: dict[str, set[str]] = {}
+    for component, process in started.items():
+        lines = [line for line in processes.log(process).splitlines() if line.strip()]
+        records = [json.loads(line) for line in lines]  # fails on any line that is not JSON
+        assert all(record["component"] == component for record in records), component
+        loggers[component] = {record["logger"] for record in records}
+    assert "uvicorn.error" in loggers["rest"], loggers
+
+
 # --- units: the fields themselves ----------------------------------------------------------
 
 

@@ -119,3 +119,13 @@ def test_a_derived_setting_in_a_settings_file_is_warned_about(
     assert [record.getMessage() for record in caplog.records] == [
         f"CONCURRENT_REQUESTS in {local} is ignored: the crawler sets it from "
         f"CRAWLER_CONCURRENCY"]
+
+
+def test_cluster_settings_named_like_scrapy_ones_never_reach_scrapy() -> None:
+    """LOG_STDOUT=true for the cluster means "log to stdout"; to Scrapy it would mean "turn
+    stdout into a logger"."""
+    settings = load_settings("crawler", environ={"LOG_STDOUT": "false", "LOG_FILE": "x.log",
+                                                 "STATS_DUMP": "5"})
+    scrapy = scrapy_settings(settings)
+    assert (scrapy.getbool("LOG_STDOUT"), scrapy.get("LOG_FILE"), scrapy.getbool("STATS_DUMP")) \
+        == (False, None, True)

@@ -19,9 +19,10 @@ def serve(settings: Mapping[str, Any],
           title: str) -> None:
     """Configure logging, open the component and run it until a signal; the work in hand is
     finished first. Errors of ours become a clean ``click`` error."""
-    from scrapy_cluster.log import configure_logging
+    from scrapy_cluster.log import configure_logging, configure_root_logging
 
     logger = configure_logging(settings)
+    configure_root_logging(settings)  # with LOG_JSON, the modules and libraries write JSON too
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

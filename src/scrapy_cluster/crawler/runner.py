@@ -17,6 +17,7 @@ from scrapy_cluster.crawler.logging_setup import crawler_process, start_crawler_
 from scrapy_cluster.errors import SettingsError
 from scrapy_cluster.migration.version import check_at_start
 from scrapy_cluster.redis_conn import RedisConfig
+from scrapy_cluster.settings.defaults import SCRAPY_SECTION, SPECS
 
 BUILTIN_SPIDERS = {
     "link": "scrapy_cluster.crawler.spiders.link:LinkSpider",
@@ -39,13 +40,19 @@ def resolve_spider(name: str) -> type[Spider]:
     return spider_cls
 
 
+CLUSTER_ONLY = frozenset(spec.name for spec in SPECS if spec.section != SCRAPY_SECTION)
+"""Cluster settings whose names Scrapy also has with another meaning (LOG_FILE, LOG_STDOUT,
+LOG_LEVEL, STATS_DUMP): never handed to Scrapy."""
+
+
 def scrapy_settings(cluster: Mapping[str, Any]) -> ScrapySettings:
     """Scrapy settings: this package's crawler settings, then the cluster settings."""
     result = ScrapySettings()
     result.setmodule(crawler_settings, priority="project")
     result.update(scrapy_overrides(cluster), priority="project")
     for name, value in cluster.items():
-        if hasattr(default_settings, name) and _explicit(cluster, name):
+        if name not in CLUSTER_ONLY and hasattr(default_settings, name) \
+                and _explicit(cluster, name):
             result.set(name, value, priority="cmdline")
     result.set("CONCURRENT_REQUESTS", int(cluster["CRAWLER_CONCURRENCY"]), priority="cmdline")
     result.set("CONCURRENT_REQUESTS_PER_DOMAIN", int(cluster["CRAWLER_PER_DOMAIN_CONCURRENCY"]),

@@ -444,54 +444,55 @@ _declare("Rest", "METRICS_TOP_DOMAINS", 20,
 # `scrapy-cluster settings -c crawler`. The defaults are the crawler's (crawler/settings.py, else
 # Scrapy's); a value is handed to Scrapy only when it was given (file, environment, flag).
 # Both engines read them (the fast engine through the same Scrapy settings object).
+SCRAPY_SECTION = "Scrapy (crawler)"
 _SCRAPY_USER_AGENT = f"Scrapy/{_package_version('scrapy')} (+https://scrapy.org)"
-_declare("Scrapy (crawler)", "DOWNLOAD_MAXSIZE", 32 * 1024 * 1024,
+_declare(SCRAPY_SECTION, "DOWNLOAD_MAXSIZE", 32 * 1024 * 1024,
          "Largest response body in bytes (on the wire, and again decompressed); a larger one "
          "gives an error item with `reason: too_large`. Scrapy's default is 1 GiB.", (CR,))
-_declare("Scrapy (crawler)", "DOWNLOAD_WARNSIZE", 8 * 1024 * 1024,
+_declare(SCRAPY_SECTION, "DOWNLOAD_WARNSIZE", 8 * 1024 * 1024,
          "Response size in bytes above which a warning is logged.", (CR,))
-_declare("Scrapy (crawler)", "DOWNLOAD_TIMEOUT", 30.0,
+_declare(SCRAPY_SECTION, "DOWNLOAD_TIMEOUT", 30.0,
          "Seconds one download attempt may take. Scrapy's default is 180.", (CR,))
-_declare("Scrapy (crawler)", "RETRY_TIMES", 2,
+_declare(SCRAPY_SECTION, "RETRY_TIMES", 2,
          "Retries of a request that got no response or a RETRY_HTTP_CODES status (each retry "
          "goes back through the frontier).", (CR,))
-_declare("Scrapy (crawler)", "RETRY_HTTP_CODES", [500, 502, 503, 504, 522, 524, 408, 429],
+_declare(SCRAPY_SECTION, "RETRY_HTTP_CODES", [500, 502, 503, 504, 522, 524, 408, 429],
          "Response statuses that are retried.", (CR,))
-_declare("Scrapy (crawler)", "RETRY_PRIORITY_ADJUST", -1,
+_declare(SCRAPY_SECTION, "RETRY_PRIORITY_ADJUST", -1,
          "Priority change of a retried request.", (CR,))
-_declare("Scrapy (crawler)", "RETRY_EXCEPTIONS", [
+_declare(SCRAPY_SECTION, "RETRY_EXCEPTIONS", [
     "scrapy.exceptions.CannotResolveHostError", "scrapy.exceptions.DownloadConnectionRefusedError",
     "scrapy.exceptions.DownloadFailedError", "scrapy.exceptions.DownloadTimeoutError",
     "scrapy.exceptions.ResponseDataLossError", "twisted.internet.error.ConnectionDone",
     "twisted.internet.error.ConnectError", "twisted.internet.error.ConnectionLost",
     "builtins.OSError", "scrapy.core.downloader.handlers.http11.TunnelError"],
          "Exceptions (dotted paths) after which a request is retried.", (CR,))
-_declare("Scrapy (crawler)", "REDIRECT_MAX_TIMES", 20,
+_declare(SCRAPY_SECTION, "REDIRECT_MAX_TIMES", 20,
          "Redirects one request may follow before its error item (`too_many_redirects`).", (CR,))
-_declare("Scrapy (crawler)", "REDIRECT_PRIORITY_ADJUST", 2,
+_declare(SCRAPY_SECTION, "REDIRECT_PRIORITY_ADJUST", 2,
          "Priority change of a redirect target.", (CR,))
-_declare("Scrapy (crawler)", "ROBOTSTXT_OBEY", True, "Obey robots.txt.", (CR,))
-_declare("Scrapy (crawler)", "ROBOTSTXT_USER_AGENT", None,
+_declare(SCRAPY_SECTION, "ROBOTSTXT_OBEY", True, "Obey robots.txt.", (CR,))
+_declare(SCRAPY_SECTION, "ROBOTSTXT_USER_AGENT", None,
          "User agent matched against robots.txt; None: the request's User-Agent.", (CR,))
-_declare("Scrapy (crawler)", "USER_AGENT", _SCRAPY_USER_AGENT,
+_declare(SCRAPY_SECTION, "USER_AGENT", _SCRAPY_USER_AGENT,
          "User-Agent of requests whose crawl gave no `useragent`.", (CR,))
-_declare("Scrapy (crawler)", "DEFAULT_REQUEST_HEADERS", {
+_declare(SCRAPY_SECTION, "DEFAULT_REQUEST_HEADERS", {
     "Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
     "Accept-Language": "en"}, "Headers every request carries unless it sets its own.", (CR,))
-_declare("Scrapy (crawler)", "URLLENGTH_LIMIT", 2083,
+_declare(SCRAPY_SECTION, "URLLENGTH_LIMIT", 2083,
          "Longest URL followed; longer links are dropped.", (CR,))
-_declare("Scrapy (crawler)", "REFERER_ENABLED", True, "Send a Referer header.", (CR,))
-_declare("Scrapy (crawler)", "REFERRER_POLICY",
+_declare(SCRAPY_SECTION, "REFERER_ENABLED", True, "Send a Referer header.", (CR,))
+_declare(SCRAPY_SECTION, "REFERRER_POLICY",
          "scrapy.spidermiddlewares.referer.DefaultReferrerPolicy",
          "Referrer policy (a name such as `no-referrer`, or a dotted path).", (CR,))
-_declare("Scrapy (crawler)", "DNS_TIMEOUT", 60,
+_declare(SCRAPY_SECTION, "DNS_TIMEOUT", 60,
          "Seconds a DNS lookup may take (with the SSRF guard off; with it on, DOWNLOAD_TIMEOUT "
          "bounds the lookup).", (CR,))
-_declare("Scrapy (crawler)", "CONCURRENT_ITEMS", 1,
+_declare(SCRAPY_SECTION, "CONCURRENT_ITEMS", 1,
          "Items Scrapy processes at once per response (one item per page here).", (CR,))
-_declare("Scrapy (crawler)", "DOWNLOADER_STATS", False,
+_declare(SCRAPY_SECTION, "DOWNLOADER_STATS", False,
          "Count bytes of every request and response in Scrapy's local stats.", (CR,))
-_declare("Scrapy (crawler)", "COOKIES_ENABLED", False,
+_declare(SCRAPY_SECTION, "COOKIES_ENABLED", False,
          "Scrapy's cookie jar; off: each request sends its own crawl's `cookie`.", (CR,))
 
 # --- Migration (scrapy-cluster migrate) ------------------------------------
