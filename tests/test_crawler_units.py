@@ -364,3 +364,28 @@ def test_redirect_times_survive_the_frontier() -> None:
     spider = Spider(name="link")
     data = {"url": "http://a.test/b", "appid": "a", "crawlid": "c", "redirect_times": 3}
     assert request_from_dict(data, spider).meta["redirect_times"] == 3
+
+
+def test_an_offline_lookup_warns_once_per_outage(caplog: pytest.LogCaptureFixture) -> None:
+    refresher = _refresher([OSError("offline")] * 3 + ["203.0.113.7", OSError("offline")])
+    with caplog.at_level(logging.DEBUG, logger="t"):
+        for _ in range(5):
+            refresher.refresh_once()
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "public IP lookup failed; keeping 0.0.0.0"),
+        ("DEBUG", "public IP lookup failed; keeping 0.0.0.0"),
+        ("DEBUG", "public IP lookup failed; keeping 0.0.0.0"),
+        ("INFO", "public IP lookup works again: 203.0.113.7"),
+        ("WARNING", "public IP lookup failed; keeping 203.0.113.7")]
+
+
+def test_an_empty_lookup_url_makes_no_lookup_and_keeps_the_fixed_ip() -> None:
+    def fetch(url: str, timeout_s: float) -> str:
+        raise AssertionError("no lookup expected")
+
+    refresher = PublicIpRefresher("", r"(\d+\.\d+\.\d+\.\d+)", refresh_s=60, timeout_s=1,
+                                  fallback_ip="198.51.100.4", logger=logging.getLogger("t"),
+                                  fetch=fetch)
+    refresher.start()
+    assert refresher.refresh_once() == "198.51.100.4"
+    assert refresher._thread is None

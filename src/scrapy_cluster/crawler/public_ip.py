@@ -2,7 +2,10 @@
 
 Every ``SCHEDULER_IP_REFRESH`` seconds a thread fetches ``PUBLIC_IP_URL`` with a short timeout
 and takes the first ``IP_ADDR_REGEX`` match. A failed lookup keeps the last value (or
-``PUBLIC_IP``, or ``UNKNOWN_IP``) and logs a warning; nothing ever waits on it.
+``PUBLIC_IP``, or ``UNKNOWN_IP``); the first failure of an outage is a warning, the next ones are
+DEBUG lines, and the first success after it says so (INFO), so an offline cluster warns once,
+not every minute. An empty ``PUBLIC_IP_URL`` makes no lookup at all: the identity is
+``PUBLIC_IP`` (or ``UNKNOWN_IP``). Nothing ever waits on it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class PublicIpRefresher:
         self.refresh_s, self.timeout_s = refresh_s, timeout_s
         self._ip = fallback_ip or UNKNOWN_IP
         self._logger, self._fetch = logger, fetch
+        self._failing = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -47,21 +51,35 @@ class PublicIpRefresher:
         return self._ip
 
     def refresh_once(self) -> str:
-        """Fetch now; on any failure keep the previous value and warn. Returns the current IP."""
+        """Fetch now; on any failure keep the previous value (warned about once per outage).
+        Returns the current IP."""
+        if not self.url:
+            return self._ip
         try:
             match = self.pattern.search(self._fetch(self.url, self.timeout_s))
         except Exception as exc:  # noqa: BLE001 - any network failure keeps the old value
-            self._logger.warning("public IP lookup failed; keeping %s", self._ip,
-                                 extra={"url": self.url, "error": repr(exc)})
+            self._failed("public IP lookup failed; keeping %s", extra={"url": self.url,
+                                                                       "error": repr(exc)})
             return self._ip
         if match is None:
-            self._logger.warning("public IP answer did not match IP_ADDR_REGEX; keeping %s",
-                                 self._ip, extra={"url": self.url})
+            self._failed("public IP answer did not match IP_ADDR_REGEX; keeping %s",
+                         extra={"url": self.url})
             return self._ip
         self._ip = match.group(1) if match.groups() else match.group(0)
+        if self._failing:
+            self._failing = False
+            self._logger.info("public IP lookup works again: %s", self._ip,
+                              extra={"url": self.url})
         return self._ip
 
+    def _failed(self, message: str, *, extra: dict[str, Any]) -> None:
+        level = logging.DEBUG if self._failing else logging.WARNING
+        self._failing = True
+        self._logger.log(level, message, self._ip, extra=extra)
+
     def start(self) -> None:
+        if not self.url:
+            return
         self._thread = threading.Thread(target=self._run, name="public-ip", daemon=True)
         self._thread.start()
 

@@ -251,17 +251,24 @@ _declare("Scheduler", "SCHEDULER_BACKLOG_BLACKLIST", True,
 _declare("Scheduler", "SCHEDULER_TYPE_ENABLED", True,
          "Throttle per spider type (keys include `<spiderid>`).", (CR,))
 _declare("Scheduler", "SCHEDULER_IP_ENABLED", True,
-         "Throttle per public IP (keys include `<ip>`).", (CR,))
+         "Throttle per public IP (keys include `<ip>`), the original's default: crawlers behind "
+         "one public IP share a domain's limit, so N machines with N public IPs may send a site "
+         "up to N times it (each IP within it). False: one limit per domain for the whole "
+         "cluster, and no public-IP lookups.", (CR,))
 _declare("Scheduler", "SCHEDULER_IP_REFRESH", 60, "Seconds between public-IP lookups.", (CR,))
 _declare("Scheduler", "SCHEUDLER_ITEM_RETRIES", 2,
          "Kept for compatibility (name as in the original); dispatch no longer cycles.", (CR,))
 _declare("Scheduler", "SCHEDULER_BUFFER_SIZE", 32,
          "Requests fetched per frontier pop to refill the crawler's local buffer.", (CR,))
-_declare("Scheduler", "PUBLIC_IP_URL", "http://ip.42.pl/raw", "URL answering the public IP.", (CR,))
+_declare("Scheduler", "PUBLIC_IP_URL", "http://ip.42.pl/raw",
+         "URL answering the public IP (the original's), fetched by every crawler every "
+         "SCHEDULER_IP_REFRESH s when SCHEDULER_IP_ENABLED; point it at an internal service, or "
+         "set it empty (with PUBLIC_IP) to make no lookup. Offline, one warning per outage.",
+         (CR,))
 _declare("Scheduler", "IP_ADDR_REGEX", r"(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})",
          "Regex extracting the IP from PUBLIC_IP_URL's answer.", (CR,))
 _declare("Scheduler", "PUBLIC_IP", None,
-         "Fixed public IP used when PUBLIC_IP_URL cannot be reached.", (CR,))
+         "Fixed public IP used when PUBLIC_IP_URL cannot be reached or is empty.", (CR,))
 _declare("Scheduler", "LEASE_TIMEOUT", 600,
          "Seconds a dispatched request stays leased to its crawler before the reaper "
          "returns it to the queue.", (CR, RM))
