@@ -96,6 +96,20 @@ def feed(env: dict[str, str], request: Record) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def run_monitors_and_rest(processes: Processes,
+                          env: dict[str, str]) -> dict[str, subprocess.Popen[bytes]]:
+    """The Kafka Monitor, Redis Monitor and Rest service, each run until it logged its start,
+    then all stopped cleanly."""
+    started = {"kafka-monitor": processes.start(env, "kafka-monitor", "run"),
+               "redis-monitor": processes.start(env, "redis-monitor"),
+               "rest": processes.start(env, "rest")}
+    for process in started.values():
+        wait_for_record(processes, process, lambda r: "starting" in r["message"]
+                        or "listening" in r["message"])
+    processes.stop_all()
+    return started
+
+
 def node_of(process: subprocess.Popen[bytes]) -> str:
     return f"{socket.gethostname()}:{process.pid}"
 
@@ -132,13 +146,7 @@ def test_crawler_line_about_a_refused_request_names_the_request(
 @processes_test
 def test_every_component_line_carries_component_node_level_and_event(
         processes: Processes, env: dict[str, str]) -> None:
-    started = {"kafka-monitor": processes.start(env, "kafka-monitor", "run"),
-               "redis-monitor": processes.start(env, "redis-monitor"),
-               "rest": processes.start(env, "rest")}
-    for process in started.values():
-        wait_for_record(processes, process, lambda r: "starting" in r["message"]
-                        or "listening" in r["message"])
-    processes.stop_all()
+    started = run_monitors_and_rest(processes, env)
     for component, process in started.items():
         records = json_records(processes, process)
         assert records, component
@@ -155,14 +163,7 @@ def test_every_line_of_the_monitors_and_the_rest_service_is_json(
         processes: Processes, env: dict[str, str]) -> None:
     """Their modules and libraries (uvicorn, the bus) write through the same JSON handler: no
     line of human text among them, and uvicorn's own lines carry the component too."""
-    debug = {**env, "LOG_LEVEL": "DEBUG"}
-    started = {"kafka-monitor": processes.start(debug, "kafka-monitor", "run"),
-               "redis-monitor": processes.start(debug, "redis-monitor"),
-               "rest": processes.start(debug, "rest")}
-    for process in started.values():
-        wait_for_record(processes, process, lambda r: "starting" in r["message"]
-                        or "listening" in r["message"])
-    processes.stop_all()
+    started = run_monitors_and_rest(processes, {**env, "LOG_LEVEL": "DEBUG"})
     loggers: dict[str, set[str]] = {}
     for component, process in started.items():
         lines = [line for line in processes.log(process).splitlines() if line.strip()]

@@ -31,7 +31,7 @@ from scrapy_cluster.crawler.ssrf import (
     aiohttp_host,
     twisted_host,
 )
-from tests.support.trap import Trap, trap_urls
+from tests.support.trap import Trap, running_trap, trap_urls
 
 DECOY = "127.0.0.2"
 GUARD = AddressGuard((ipaddress.ip_network(f"{DECOY}/32"),))
@@ -39,11 +39,8 @@ GUARD = AddressGuard((ipaddress.ip_network(f"{DECOY}/32"),))
 
 @pytest.fixture(scope="module")
 def trap() -> Iterator[Trap]:
-    started = Trap().start()
-    try:
+    with running_trap() as started:
         yield started
-    finally:
-        started.stop()
 
 
 # --- the host each client connects to -----------------------------------------------------

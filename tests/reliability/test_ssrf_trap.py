@@ -23,7 +23,7 @@ import redis
 from scrapy_cluster.crawler import settings as crawler_settings
 from tests.support.contract_crawl import ENGINES, CrawlRig
 from tests.support.contract_site import ContractSite, Reply
-from tests.support.trap import Trap, trap_urls
+from tests.support.trap import Trap, running_trap, trap_urls
 
 DECOY_HOST = "127.0.0.2"
 GUARD_ON = {"CRAWLER_ALLOW_PRIVATE_NETWORKS": "false",
@@ -37,11 +37,8 @@ REDIRECT_BODY = b"<html><body>moved</body></html>"
 
 @pytest.fixture
 def trap() -> Iterator[Trap]:
-    started = Trap().start()
-    try:
+    with running_trap() as started:
         yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tests.support.services import free_port
@@ -74,6 +76,16 @@ class Trap:
         self._stopping.set()
         for listener in self._sockets:
             listener.close()
+
+
+@contextmanager
+def running_trap() -> Iterator[Trap]:
+    """A started trap, stopped afterwards (the tests' fixture)."""
+    trap = Trap().start()
+    try:
+        yield trap
+    finally:
+        trap.stop()
 
 
 def trap_urls(port: int, decoy: str) -> dict[str, str]:
