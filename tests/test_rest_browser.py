@@ -5,10 +5,15 @@ Submit a crawl through the form, see it in the active crawls with a pending coun
 throughput chart fill, set a throttle through the domain form, press Stop (confirm) and see the
 crawl go; a hostile domain name is shown as text. A screenshot is saved under the test's tmp
 dir (and copied to $SC_SCREENSHOT_TO when set).
+
+``/docs`` (Swagger UI) in a Chromium that can reach nothing but 127.0.0.1: it lists the
+operations, tries ``/poll``, loads nothing from anywhere but the Rest service and breaks none of
+the page's policy.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -37,8 +42,8 @@ WAIT_S = 60
 HOSTILE = '<img src=x onerror="window.pwned=1">.test'
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
+def chromium(*arguments: str, capabilities: dict[str, Any] | None = None) -> Any:
+    """Debian's headless Chromium under Selenium (never a downloaded browser)."""
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         service_unavailable(ServiceUnavailable(
             "needs Debian's chromium and chromium-driver "
@@ -50,11 +55,36 @@ def browser() -> Iterator[Any]:
 
     options = Options()
     options.binary_location = str(CHROMIUM)
-    for argument in ("--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,2350"):
+    for argument in ("--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,2350",
+                     *arguments):
         options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)),
-                              options=options)
+    for name, value in (capabilities or {}).items():
+        options.set_capability(name, value)
+    return webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    driver = chromium()
     try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def offline_browser() -> Iterator[Any]:
+    """A Chromium that can reach 127.0.0.1 and nothing else (a cluster without internet: every
+    other host, named or not, fails to resolve), keeping its console and network logs. Every
+    Content-Security-Policy violation of a page is also kept in ``window.cspViolations``."""
+    driver = chromium("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+                      capabilities={"goog:loggingPrefs": {"browser": "ALL",
+                                                          "performance": "ALL"}})
+    try:
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": (
+            "window.cspViolations = [];"
+            "document.addEventListener('securitypolicyviolation', event => "
+            "window.cspViolations.push(event.violatedDirective + ' ' + event.blockedURI));")})
         yield driver
     finally:
         driver.quit()
@@ -197,3 +227,49 @@ def test_submit_watch_throttle_and_stop_a_crawl_in_the_browser(
     assert values[("scrapy_cluster_enqueue_to_fetch_seconds_count", ())] == crawled_200(values)
     assert values[("scrapy_cluster_rest_feed_requests_total",
                    (("outcome", "accepted"), ("plugin", "ScraperHandler")))] == 1
+
+
+def requested_urls(driver: Any) -> list[str]:
+    """Every URL the page asked for, from Chromium's network log."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+def test_the_api_docs_render_offline_within_their_policy(
+        offline_browser: Any, redis_url: str, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    env = {"REDIS_URL": redis_url, "BUS_BACKEND": "redis", "KAFKA_TOPIC_PREFIX": "docstest",
+           "SC_LOG_LEVEL": "WARNING", "LOG_LEVEL": "WARNING"}
+    with rest_process(env, tmp_path / "rest.log") as (url, _):
+        offline_browser.get(url + "/docs")
+        wait_until(offline_browser, lambda d: len(d.find_elements(
+            By.CSS_SELECTOR, ".opblock .opblock-summary-path")) >= 5, "the operations")
+        paths = {element.get_attribute("data-path") for element in
+                 offline_browser.find_elements(By.CSS_SELECTOR,
+                                               ".opblock .opblock-summary-path")}
+        assert {"/", "/feed", "/poll", "/metrics"} <= paths
+        assert [entry["message"] for entry in offline_browser.get_log("browser")
+                if entry["level"] == "SEVERE"] == []
+        # Try /poll from the page: its example poll id is answered 404 (not yet answered).
+        offline_browser.find_element(By.ID, "operations-default-poll_poll_post").click()
+        wait_until(offline_browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".try-out__btn"),
+                   "the Try it out button")[0].click()
+        wait_until(offline_browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".execute"),
+                   "the Execute button")[0].click()
+        wait_until(offline_browser, lambda d: "Could not find matching poll_id" in "".join(
+            element.text for element in d.find_elements(By.CSS_SELECTOR, ".live-responses-table")),
+                   "the answer of /poll")
+        offline_browser.save_screenshot(str(tmp_path / "docs.png"))
+        requested = requested_urls(offline_browser)
+        assert url + "/docs/static/swagger-ui-bundle.js" in requested
+        assert url + "/openapi.json" in requested
+        assert [address for address in requested
+                if not address.startswith((url + "/", "data:"))] == []
+        assert offline_browser.execute_script("return window.cspViolations") == []
+        assert [entry["message"] for entry in offline_browser.get_log("browser")
+                if "Content Security Policy" in entry["message"]] == []

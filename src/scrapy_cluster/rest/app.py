@@ -1,8 +1,9 @@
 """The Rest service's ASGI application and its runner (``scrapy-cluster rest``).
 
 Endpoints (docs/rest.md): ``GET|POST /`` health, ``POST /feed``, ``POST /poll``,
-``GET /metrics``, the dashboard under ``/ui``, ``/openapi.json`` and ``/docs``. Every answer
-except ``/`` is the wrapper ``{status, data, error}``.
+``GET /metrics``, the dashboard under ``/ui``, ``/openapi.json`` and ``/docs`` (Swagger UI,
+served from the package: ``api_docs``). Every JSON answer except ``/`` is the wrapper
+``{status, data, error}``.
 
 Cost of ``POST /feed``: no Redis round trip; one share of a group-committed bus flush
 (``sender.FeedSender``); a request with a ``uuid`` then waits on a future the answer reader
@@ -29,6 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from scrapy_cluster import __version__, keys
 from scrapy_cluster.errors import BusError, MessageTooLargeError, SettingsError
+from scrapy_cluster.rest.api_docs import create_docs_router
 from scrapy_cluster.rest.dashboard import create_router
 from scrapy_cluster.rest.gate import Gate
 from scrapy_cluster.rest.head_limit import HeadLimits, RefusalLog, limited_protocol
@@ -121,7 +123,8 @@ _WRAPPER_RESPONSES: dict[int | str, dict[str, Any]] = {
 def create_app(service: RestService) -> FastAPI:
     """The application; the caller starts and closes ``service``."""
     app = FastAPI(title="scrapy-cluster Rest service", version=__version__,
-                  description="Submit crawls and API requests over HTTP; see docs/rest.md.")
+                  description="Submit crawls and API requests over HTTP; see docs/rest.md.",
+                  docs_url=None, redoc_url=None)  # /docs is api_docs (offline); no ReDoc
     app.state.service = service
 
     index_responses: dict[int | str, dict[str, Any]] = {200: {
@@ -215,6 +218,8 @@ def create_app(service: RestService) -> FastAPI:
         return Response(body, media_type=content_type)
 
     app.include_router(create_router(service), prefix="/ui")
+    app.include_router(create_docs_router(title=app.title, openapi_url=str(app.openapi_url)),
+                       prefix="/docs")
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:

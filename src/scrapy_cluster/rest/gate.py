@@ -22,14 +22,17 @@ from scrapy_cluster.rest.service import RestService
 SECURITY_HEADERS = ((b"x-content-type-options", b"nosniff"),
                     (b"content-security-policy", b"frame-ancestors 'none'"))
 """Added to every answer that does not set them: no MIME sniffing, never inside a frame. The
-dashboard's page sets a full Content-Security-Policy of its own (which also forbids frames)."""
-QUIET_PREFIXES = ("/ui/api/", "/ui/events", "/ui/static/")
-"""The dashboard's own refreshes would drown the API's log lines: DEBUG for those."""
+dashboard's pages and ``/docs`` set a full Content-Security-Policy of their own
+(``responses.PAGE_HEADERS``, which also forbids frames)."""
+QUIET_PREFIXES = ("/ui/api/", "/ui/events", "/ui/static/", "/docs/static/")
+"""The pages' own refreshes and assets would drown the API's log lines: DEBUG for those."""
 
 
 def endpoint_label(path: str) -> str:
     if path in ("/", "/feed", "/poll", "/metrics", "/openapi.json", "/docs"):
         return path
+    if path.startswith("/docs/"):
+        return "/docs"
     if path == "/ui" or path.startswith("/ui/"):
         return "/ui"
     return "other"

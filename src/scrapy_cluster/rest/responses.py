@@ -22,6 +22,14 @@ MSG_LOCKED_OUT = "Too many wrong API keys from this address; retry later."
 MSG_METHOD = "The method is not allowed for the requested URL."
 MSG_UNEXPECTED = "Unexpected error in the Rest service; see its log."
 JSON_TYPE = "application/json"
+PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' "
+                               "'unsafe-inline'; img-src 'self' data:; connect-src 'self'; "
+                               "frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"}
+"""Headers of every HTML page the service serves (the dashboard, its login form, ``/docs``):
+scripts, styles, images and requests from this origin only, no inline script, never framed."""
 
 
 def wrapped(data: Any = None, *, code: int = 200, message: str | None = None,

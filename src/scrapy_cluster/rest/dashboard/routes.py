@@ -33,6 +33,7 @@ from starlette.concurrency import run_in_threadpool
 
 from scrapy_cluster.rest.dashboard.cache import SnapshotCache
 from scrapy_cluster.rest.dashboard.snapshot import SnapshotBuilder
+from scrapy_cluster.rest.responses import PAGE_HEADERS
 from scrapy_cluster.rest.security import SESSION_COOKIE, Access
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -42,12 +43,6 @@ STREAM_MAX_S = 600.0
 """An event stream is closed after this long; the browser reconnects at once (fresh auth)."""
 LOGIN_BODY_LIMIT = 4096
 MAX_PAGE_SIZE = 500
-PAGE_HEADERS = {
-    "Cache-Control": "no-store",
-    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' "
-                               "'unsafe-inline'; img-src 'self' data:; connect-src 'self'; "
-                               "frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
-    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"}
 
 
 def _wrapped(data: Any, *, code: int = 200, message: str | None = None) -> Response:
