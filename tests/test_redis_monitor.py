@@ -130,7 +130,7 @@ def test_info_of_one_crawl_counts_domains_and_priorities(harness: Harness) -> No
         "crawlid": "c1", "total_pending": 3, "total_domains": 2, "expires": str(int(NOW) + 600),
         "domains": {"a.com": {"low_priority": -9, "high_priority": 5, "total": 2},
                     "b.com": {"low_priority": 3, "high_priority": 3, "total": 1}},
-        "status": "running", "funnel": funnel(3)}
+        "status": "running", "funnel": funnel(3), "reason": "no crawler for this spider"}
 
 
 def test_info_of_an_app_breaks_its_crawls_down(harness: Harness) -> None:
@@ -147,11 +147,12 @@ def test_info_of_an_app_breaks_its_crawls_down(harness: Harness) -> None:
             "c1": {"domains": {"a.com": {"low_priority": 1, "high_priority": 1, "total": 1},
                                "b.com": {"low_priority": 1, "high_priority": 1, "total": 1}},
                    "distinct_domains": 2, "total": 2, "status": "running",
-                   "funnel": funnel(2)},
+                   "funnel": funnel(2), "reason": "no crawler for this spider"},
             "c2": {"domains": {"a.com": {"low_priority": 2, "high_priority": 2, "total": 2},
                                "d.com": {"low_priority": 0, "high_priority": 0, "total": 1}},
                    "distinct_domains": 2, "total": 3, "expires": str(int(NOW) + 60),
-                   "status": "running", "funnel": funnel(3)}}}
+                   "status": "running", "funnel": funnel(3),
+                   "reason": "no crawler for this spider"}}}
 
 
 def test_info_of_an_unknown_crawl_is_empty(harness: Harness) -> None:

@@ -29,6 +29,7 @@ from scrapy_cluster.cli import main
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.kafka_monitor.jobs import JobWriter
 from scrapy_cluster.settings import load_settings
+from scrapy_cluster.stats.reasons import NO_CRAWLER
 from tests.support.processes import Processes
 
 pytestmark = pytest.mark.integration
@@ -274,14 +275,15 @@ def test_answers_info_stats_domain_and_stop_end_to_end(
                 "spiderid": SPIDER}, "ActionHandler")
     assert info == {"uuid": "info-1", "spiderid": SPIDER, "appid": APP, "crawlid": "abc123",
                     "total_pending": 6, "total_domains": 3, "domains": abc_domains,
-                    "status": "running", "funnel": funnel(6)}
+                    "status": "running", "funnel": funnel(6), "reason": NO_CRAWLER}
 
     assert ask({"action": "info", "appid": APP, "crawlid": "def456", "uuid": "info-2",
                 "spiderid": SPIDER}, "ActionHandler") == {
         "uuid": "info-2", "spiderid": SPIDER, "appid": APP, "crawlid": "def456",
         "total_pending": 1, "total_domains": 1, "expires": str(expires),
         "domains": {"127.0.0.53": {"low_priority": 4, "high_priority": 4, "total": 1}},
-        "status": "running", "funnel": funnel(1)}
+        "status": "running", "funnel": funnel(1),
+        "reason": NO_CRAWLER}
 
     assert ask({"action": "info", "appid": APP, "uuid": "info-app", "spiderid": SPIDER},
                "ActionHandler") == {
@@ -289,11 +291,11 @@ def test_answers_info_stats_domain_and_stop_end_to_end(
         "total_domains": 3, "total_crawlids": 2,
         "crawlids": {
             "abc123": {"domains": abc_domains, "distinct_domains": 3, "total": 6,
-                       "status": "running", "funnel": funnel(6)},
+                       "status": "running", "funnel": funnel(6), "reason": NO_CRAWLER},
             "def456": {"domains": {"127.0.0.53": {"low_priority": 4, "high_priority": 4,
                                                   "total": 1}},
                        "distinct_domains": 1, "total": 1, "expires": str(expires),
-                       "status": "running", "funnel": funnel(1)}}}
+                       "status": "running", "funnel": funnel(1), "reason": NO_CRAWLER}}}
 
     assert ask({"appid": APP, "uuid": "stats-queue", "stats": "queue"}, "StatsHandler") == {
         "stats": "queue", "appid": APP, "uuid": "stats-queue",

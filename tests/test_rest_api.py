@@ -33,6 +33,7 @@ from scrapy_cluster.rest.app import (
     MSG_SCHEMA,
     MSG_TOO_LARGE,
 )
+from scrapy_cluster.stats.coverage import missing_spider_warning
 from tests.support.processes import Processes
 from tests.support.rest import running_rest
 from tests.support.services import free_port
@@ -94,9 +95,10 @@ def test_feed_answers_info_and_stats_within_the_wait(
         assert httpx.post(rest.url + "/").json()["node_health"] == "GREEN"
 
         crawl = {"url": "http://127.0.0.1:9/a", "appid": APP, "crawlid": "c1", "priority": 7}
-        answer = post(rest.url + "/feed", crawl)
+        answer = post(rest.url + "/feed", crawl)  # no crawler runs: queued, with a warning
         assert (answer.status_code, answer.json()) == (
-            200, {"data": None, "error": None, "status": "SUCCESS"})
+            200, {"data": None, "error": None, "status": "SUCCESS",
+                  "warnings": [missing_spider_warning(crawl, set())]})
 
         def queued() -> bool:
             raw = redis_client.hgetall(keys.crawl_counts("link", "c1"))

@@ -187,8 +187,9 @@ def test_errors_by_status_exception_and_domain(scene: Scene) -> None:
 def test_summary_and_configuration(scene: Scene) -> None:
     overview = SnapshotBuilder(scene.client, scene.frontier, scene.settings).build().overview
     assert overview["summary"] == {"backlog": 4, "in_flight": 2, "domains": 4, "crawls": 3,
-                                   "nodes_alive": 2, "nodes_offline": 1,
-                                   "rate_rps": round(6 / 60, 4), "paused": 0, "halted": 1}
+                                   "nodes_alive": 2, "nodes_offline": 1, "nodes_stopped": 0,
+                                   "rate_rps": round(6 / 60, 4), "paused": 0, "halted": 1,
+                                   "refused": {}, "filtered": {}, "unserved": {}}
     config = overview["config"]
     assert config["throttles"] == [{"domain": "c.test", "window": 1.0, "hits": 100,
                                     "scale": 1.0}]

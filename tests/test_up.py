@@ -32,7 +32,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 PID_LINE = re.compile(
     r"^\d\d:\d\d:\d\d  started   (crawler-\d+|kafka-monitor|redis-monitor|rest) \(pid (\d+)\)$")
 PROGRESS_LINE = re.compile(r"^\d\d:\d\d:\d\d  progress  ([\d,]+) pages \(([-\d.,]+)/s\)  "
-                           r"backlog ([\d,]+)  errors ([\d,]+)  crawlers (\d+)/(\d+)$")
+                           r"backlog ([\d,]+)  errors ([\d,]+)  crawlers (\d+)/(\d+)"
+                           r"(?:  .+)?$")  # then refused/filtered URLs, spiders with no crawler
 SCRAPY_START = "[scrapy.utils.log] INFO: Scrapy"
 INFO_LOGS = {"LOG_LEVEL": "INFO", "SC_LOG_LEVEL": "INFO"}
 

@@ -334,10 +334,40 @@ def heartbeat_index(component: str) -> str:
     """``stats:<component>:self`` — ZSET ``<machine>:<parts...>`` -> epoch s of its last heartbeat.
 
     Written beside every heartbeat key (same pipeline), so readers list a component's nodes
-    without scanning; members older than HEARTBEAT_TIMEOUT are dead and removed (with their
-    heartbeat keys) by the stats reader. Owner: stats.
+    without scanning; a process that stops cleanly removes its member, its heartbeat key and
+    its info key at once; members older than HEARTBEAT_TIMEOUT are dead and removed (with
+    their heartbeat keys) by the stats reader. Owner: stats.
     """
     return f"stats:{component}:self"
+
+
+def heartbeat_member(machine: str, *parts: str) -> str:
+    """A node's member in ``heartbeat_index``: ``<machine>:<parts...>`` (a crawler's parts are
+    ``<spiderid>:<id>``, other components' ``<id>``)."""
+    return ":".join([machine, *parts])
+
+
+def crawler_member_spider(member: str) -> str | None:
+    """The spiderid of a crawler's ``heartbeat_member`` (``<machine>:<spiderid>:<id>``)."""
+    parts = member.split(":")
+    return parts[1] if len(parts) >= 3 else None
+
+
+def funnel_filtered_totals() -> str:
+    """``stats:crawl-funnel:filtered`` — HASH ``<spiderid>:<reason>`` -> URLs of every crawl of
+    the spider dropped with that reason over the cluster's lifetime: the ``filtered:<reason>``
+    counts of the crawls' URL funnels (``crawl_funnel``) summed, written by the frontier
+    scripts in the same call as each funnel count. Read by the progress line of ``up``, the
+    dashboard and ``/metrics``. Owner: frontier; no TTL (one field per spider and reason).
+    """
+    return "stats:crawl-funnel:filtered"
+
+
+def parse_funnel_filtered_field(field: bytes | str) -> tuple[str, str]:
+    """``(spiderid, reason)`` of a ``funnel_filtered_totals`` field (reasons have no ``:``)."""
+    text = field.decode("utf-8", "replace") if isinstance(field, bytes) else field
+    spiderid, _, reason = text.rpartition(":")
+    return spiderid, reason
 
 
 def crawler_stats_sources() -> str:

@@ -64,6 +64,12 @@ def feed_command(cli: CliContext, request: str | None, path: Path | None) -> Non
             _send_one(feeder, plugin, message)
         else:
             _feed_file(feeder, path)
+    if path is None:
+        from scrapy_cluster.stats.coverage import feed_warning
+
+        warning = feed_warning(settings, message)
+        if warning is not None:
+            click.echo(f"warning: {warning}", err=True)
 
 
 @contextmanager

@@ -4,14 +4,21 @@
 cluster's totals from ``stats.progress.ProgressReader`` (four Redis round trips per line),
 the page rate over the last ``rate_window_s`` (``up`` passes three stats flushes, 3 x
 STATS_CYCLE, and at least two lines), and how many crawler processes run of those configured.
-A line the same as the previous one is not printed again, so an idle cluster falls silent
-once its rate has decayed to 0. A Redis that does not answer gives one ``progress
-unavailable`` line, then silence until it answers again.
+What explains a crawl that does nothing follows, each part only when there is something to
+say (``stats.reasons``): the URLs crawlers refused and the URLs filtered, by reason, over the
+cluster's lifetime, and the spiders with queued work that no live crawler runs:
+``...  crawlers 1/1  2 refused (ssrf 2)  5 filtered (offsite 5)  no crawler for nosuchspider
+(1 queued)``.
+
+A line the same as the previous one is printed again only once ``repeat_after_s`` (60 s)
+passed since it was, so an idle cluster prints one line a minute, never none. A Redis that
+does not answer gives one ``progress unavailable`` line, then silence until it answers again.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -19,6 +26,10 @@ import redis
 
 from scrapy_cluster.errors import ScrapyClusterError
 from scrapy_cluster.stats.progress import ProgressRate, ProgressReading
+from scrapy_cluster.stats.reasons import unserved_text
+
+REPEAT_AFTER_S = 60.0
+"""An unchanged progress line is printed again after this long."""
 
 
 class ReadsProgress(Protocol):
@@ -33,19 +44,27 @@ def progress_text(reading: ProgressReading, rate_per_s: float | None,
                   crawlers: tuple[int, int]) -> str:
     """``312 pages (41.2/s)  backlog 1,204  errors 3  crawlers 2/2`` (no rate: ``(-/s)``)."""
     rate = "-" if rate_per_s is None else f"{rate_per_s:,.1f}"
-    return (f"{reading.pages:,} pages ({rate}/s)  backlog {reading.backlog:,}  "
-            f"errors {reading.errors:,}  crawlers {crawlers[0]}/{crawlers[1]}")
+    parts = [f"{reading.pages:,} pages ({rate}/s)", f"backlog {reading.backlog:,}",
+             f"errors {reading.errors:,}", f"crawlers {crawlers[0]}/{crawlers[1]}",
+             reading.dropped.text(), unserved_text(reading.unserved)]
+    return "  ".join(part for part in parts if part)
 
 
 class ProgressLoop:
-    """A daemon thread printing a progress line every ``interval_s`` until ``stop()``."""
+    """A daemon thread printing a progress line every ``interval_s`` until ``stop()`` (an
+    unchanged line at most every ``repeat_after_s``; ``clock`` is monotonic seconds)."""
 
     def __init__(self, reader: ReadsProgress, output: EventOutput, *, interval_s: float,
-                 crawlers: Callable[[], tuple[int, int]], rate_window_s: float = 15.0) -> None:
+                 crawlers: Callable[[], tuple[int, int]], rate_window_s: float = 15.0,
+                 repeat_after_s: float = REPEAT_AFTER_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.reader = reader
         self.output = output
         self.interval_s = interval_s
         self.crawlers = crawlers
+        self.repeat_after_s = repeat_after_s
+        self.clock = clock
+        self._printed_at_s = float("-inf")
         self._rate = ProgressRate(rate_window_s)
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="up-progress", daemon=True)
@@ -74,6 +93,7 @@ class ProgressLoop:
             return
         self._failing = False
         text = progress_text(reading, self._rate.add(reading), self.crawlers())
-        if text != self._last_text:
+        now_s = self.clock()
+        if text != self._last_text or now_s - self._printed_at_s >= self.repeat_after_s:
             self.output.event("progress", text)
-            self._last_text = text
+            self._last_text, self._printed_at_s = text, now_s

@@ -123,6 +123,7 @@ def _spider_templates() -> dict[str, str]:
         "funnel": keys.crawl_funnel(spider, crawl),
         "state": keys.crawl_state(spider, crawl),
         "timeout": keys.crawl_timeout(spider, keys.PLACEHOLDER_APP, crawl),
+        "filtered_totals": keys.funnel_filtered_totals(),
     }
 
 

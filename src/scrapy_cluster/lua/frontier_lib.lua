@@ -220,10 +220,17 @@ local function crawl_ttl_ms(spider, crawl, running_ms)
 end
 
 -- Adds counts to the crawl's URL funnel: ``fields`` is {field = n, ...}; the TTL is
--- ``running_ms`` (DUPEFILTER_TIMEOUT) while the crawl runs, else its state's (above).
+-- ``running_ms`` (DUPEFILTER_TIMEOUT) while the crawl runs, else its state's (above). A
+-- 'filtered:<reason>' count is also added to the cluster's lifetime totals
+-- (stats:crawl-funnel:filtered, field '<spiderid>:<reason>', no TTL).
 local function add_funnel(spider, crawl, fields, running_ms)
   local key = crawl_key('funnel', spider, crawl)
-  for field, count in pairs(fields) do redis.call('HINCRBY', key, field, count) end
+  for field, count in pairs(fields) do
+    redis.call('HINCRBY', key, field, count)
+    if string.sub(field, 1, 9) == 'filtered:' then
+      redis.call('HINCRBY', TEMPLATES['filtered_totals'], spider .. ':' .. string.sub(field, 10), count)
+    end
+  end
   redis.call('PEXPIRE', key, crawl_ttl_ms(spider, crawl, running_ms))
 end
 

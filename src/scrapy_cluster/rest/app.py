@@ -5,9 +5,11 @@ Endpoints (docs/rest.md): ``GET|POST /`` health, ``POST /feed``, ``POST /poll``,
 served from the package: ``api_docs``). Every JSON answer except ``/`` is the wrapper
 ``{status, data, error}``.
 
-Cost of ``POST /feed``: no Redis round trip; one share of a group-committed bus flush
-(``sender.FeedSender``); a request with a ``uuid`` then waits on a future the answer reader
-resolves. ``POST /poll``: one GET.
+Cost of ``POST /feed``: no Redis round trip per request (a crawl request's ``warnings`` come
+from the crawler heartbeats, read at most once per COVERAGE_MAX_AGE_S per process:
+``feed_warnings``); one share of a group-committed bus flush (``sender.FeedSender``); a
+request with a ``uuid`` then waits on a future the answer reader resolves. ``POST /poll``:
+one GET.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from scrapy_cluster import __version__, keys
 from scrapy_cluster.errors import BusError, MessageTooLargeError, SettingsError
 from scrapy_cluster.rest.api_docs import create_docs_router
 from scrapy_cluster.rest.dashboard import create_router
+from scrapy_cluster.rest.feed_warnings import feed_warnings
 from scrapy_cluster.rest.gate import Gate
 from scrapy_cluster.rest.head_limit import HeadLimits, RefusalLog, limited_protocol
 from scrapy_cluster.rest.responses import (
@@ -70,6 +73,9 @@ WRAPPER_SCHEMA: dict[str, Any] = {
             "type": "object", "properties": {"message": {"type": "string"},
                                              "cause": {"type": "string"}},
             "required": ["message"]}]},
+        "warnings": {"type": "array", "items": {"type": "string"},
+                     "description": "Only when there is something to warn about, e.g. a crawl "
+                                    "for a spider no live crawler runs (it is still queued)"},
     },
     "required": ["status", "data", "error"],
 }
@@ -154,6 +160,7 @@ def create_app(service: RestService) -> FastAPI:
             _observe_feed(service, getattr(result, "closest", None) or "unknown", "invalid")
             return wrapped(code=400, message=MSG_SCHEMA, cause=str(reason))
         plugin = str(result.plugin)
+        warnings = await feed_warnings(service.spider_coverage, result.message)
         if not service.health.kafka_connected:
             _observe_feed(service, plugin, "unavailable")
             return wrapped(code=503, message=MSG_NO_KAFKA)
@@ -178,18 +185,18 @@ def create_app(service: RestService) -> FastAPI:
             return wrapped(code=503, message=MSG_NO_KAFKA)
         if uuid is None or waiter is None:
             _observe_feed(service, plugin, "accepted")
-            return wrapped(None)
+            return wrapped(None, warnings=warnings)
         try:
             answer = await asyncio.wait_for(asyncio.shield(waiter), service.wait_s)
         except TimeoutError:
             if service.router.forget(uuid, waiter):
                 _observe_feed(service, plugin, "poll_id")
-                return wrapped({"poll_id": uuid})
+                return wrapped({"poll_id": uuid}, warnings=warnings)
             answer = await waiter  # the reader took it in the same instant: it is on its way
         if service.metrics is not None:
             service.metrics.observe_answer(time.monotonic() - sent_at)
         _observe_feed(service, plugin, "answered")
-        return wrapped(answer)
+        return wrapped(answer, warnings=warnings)
 
     @app.post("/poll", openapi_extra={"requestBody": {"required": True, "content": {
         JSON_TYPE: {"schema": POLL_SCHEMA}}}}, responses=_WRAPPER_RESPONSES)

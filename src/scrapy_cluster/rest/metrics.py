@@ -16,8 +16,9 @@ Redis round trips of one scrape, whatever the size of the cluster (nothing is sc
 nothing is written; dead heartbeats are only left uncounted):
 
 1. one pipeline: ZCOUNT of each heartbeat index, HVALS of the pauses and of the circuit
-   breaker's states, ZCARD of the leases, HGETALL of the histogram, SMEMBERS of the crawler
-   stats sources and of the name indexes of both monitors and of the crawler errors;
+   breaker's states, ZCARD of the leases, HGETALL of the histogram and of the refused and
+   filtered URL totals, SMEMBERS of the crawler stats sources and of the name indexes of both
+   monitors and of the crawler errors;
 2. the frontier's backlog script (``Frontier.backlog``: queue lengths, never items);
 3. one pipeline of SMEMBERS, the name index of each crawler stats source (none: skipped);
 4. one MGET of every lifetime counter named by those indexes (none: skipped).
@@ -32,7 +33,7 @@ import logging
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -65,6 +66,7 @@ from scrapy_cluster.stats.histogram import (
     HistogramSnapshot,
     parse_snapshot,
 )
+from scrapy_cluster.stats.reasons import REFUSED_REASONS
 from scrapy_cluster.stats.windowed import LIFETIME
 
 COMPONENTS = ("crawler", "kafka-monitor", "redis-monitor", "rest")
@@ -74,6 +76,7 @@ ENDPOINTS = frozenset({"/", "/feed", "/poll", "/metrics", "/openapi.json", "/doc
 FEED_OUTCOMES = frozenset({"accepted", "invalid", "unavailable", "answered", "poll_id"})
 ANSWER_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 OTHER = "other"
+REFUSED, FILTERED = "refused", "filtered"
 
 
 def _text(value: bytes | str) -> str:
@@ -93,6 +96,8 @@ class ClusterReading:
     responses: dict[tuple[str, str], int]
     monitors: dict[str, dict[str, int]]
     errors: dict[str, int]
+    filtered: dict[tuple[str, str], int] = field(default_factory=dict)
+    """``{(spider, reason): URLs}`` refused or filtered (``keys.funnel_filtered_totals``)."""
 
 
 class ClusterReader:
@@ -117,12 +122,13 @@ class ClusterReader:
         pipe.hvals(keys.circuit_breaker_state())
         pipe.zcard(keys.frontier_leases())
         pipe.hgetall(keys.histogram(ENQUEUE_TO_FETCH))
+        pipe.hgetall(keys.funnel_filtered_totals())
         pipe.smembers(keys.crawler_stats_sources())
         for prefix in self.counter_prefixes:
             pipe.smembers(keys.stats_names_index(prefix))
         replies = pipe.execute()
         live = dict(zip(COMPONENTS, map(int, replies[:len(COMPONENTS)]), strict=True))
-        paused, states, leased, histogram, sources, *names = replies[len(COMPONENTS):]
+        paused, states, leased, histogram, filtered, sources, *names = replies[len(COMPONENTS):]
         backlog = self.frontier.backlog()
         counters = self._lifetime_counters(sorted(map(_text, sources)), names)
         return ClusterReading(
@@ -131,7 +137,9 @@ class ClusterReader:
             backlog=backlog,
             enqueue_to_fetch=parse_snapshot(histogram, SECONDS_BUCKETS),
             responses=_per_spider(counters), errors=counters.get(keys.crawler_error_stats(), {}),
-            monitors={monitor: counters.get(keys.stats_key(monitor), {}) for monitor in MONITORS})
+            monitors={monitor: counters.get(keys.stats_key(monitor), {}) for monitor in MONITORS},
+            filtered={keys.parse_funnel_filtered_field(name): int(count)
+                      for name, count in filtered.items()})
 
     def _lifetime_counters(self, sources: Sequence[str],
                            names: Sequence[set[bytes]]) -> dict[str, dict[str, int]]:
@@ -244,7 +252,14 @@ def _counter_families(reading: ClusterReading) -> Iterator[Metric]:
         for plugin, count in sorted(counts.items()):
             if plugin not in (TOTAL, FAIL):
                 plugins.add_metric([monitor, plugin], count)
-    yield from (pages, errors, handled, failed, plugins)
+    dropped = CounterMetricFamily("scrapy_cluster_dropped_urls", "URLs crawlers refused "
+                                  "(robots, ssrf) or filtered before queuing, per spider and "
+                                  "reason, over the cluster's lifetime.",
+                                  labels=["spider", "reason", "kind"])
+    for (spider, reason), count in sorted(reading.filtered.items()):
+        dropped.add_metric([spider, reason, REFUSED if reason in REFUSED_REASONS else FILTERED],
+                           count)
+    yield from (pages, errors, handled, failed, plugins, dropped)
 
 
 def _histogram_family(snapshot: HistogramSnapshot) -> Metric:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -33,10 +33,15 @@ scripts, styles, images and requests from this origin only, no inline script, ne
 
 
 def wrapped(data: Any = None, *, code: int = 200, message: str | None = None,
-            cause: str | None = None, headers: Mapping[str, str] | None = None) -> Response:
-    """The ``{status, data, error}`` wrapper; FAILURE when ``message`` is given."""
+            cause: str | None = None, headers: Mapping[str, str] | None = None,
+            warnings: Sequence[str] = ()) -> Response:
+    """The ``{status, data, error}`` wrapper; FAILURE when ``message`` is given. ``warnings``
+    (e.g. no crawler runs the crawl's spider) adds a ``warnings`` list, only when not empty."""
     error = None
     if message is not None:
         error = {"message": message} if cause is None else {"message": message, "cause": cause}
-    body = {"data": data, "error": error, "status": FAILURE if message is not None else SUCCESS}
+    body: dict[str, Any] = {"data": data, "error": error,
+                            "status": FAILURE if message is not None else SUCCESS}
+    if warnings:
+        body["warnings"] = list(warnings)
     return Response(orjson.dumps(body), status_code=code, media_type=JSON_TYPE, headers=headers)

@@ -25,6 +25,7 @@ from scrapy_cluster.rest.security import Access
 from scrapy_cluster.rest.sender import FeedSender
 from scrapy_cluster.stats import WindowedStats
 from scrapy_cluster.stats.cluster import ClusterStats
+from scrapy_cluster.stats.coverage import SpiderCoverage
 from scrapy_cluster.stats.node import NodeInfo
 from scrapy_cluster.upkeep import Heartbeat, process_identity
 
@@ -91,6 +92,7 @@ class RestService:
             interval_s=float(settings["REST_HEALTH_INTERVAL_S"]), logger=logger,
             heartbeat=lambda: self._heartbeat.beat_if_due(logger))
         self.metrics: Metrics | None = metrics_factory(self) if metrics_factory else None
+        self.spider_coverage = SpiderCoverage.from_settings(settings, self.redis)
 
     def monitor_lag(self) -> dict[str, int | None]:
         """``{incoming topic: messages the Kafka Monitor's group has not read}`` (None when the

@@ -4,7 +4,10 @@ Read from the crawlers' lifetime counters and the frontier, for a terminal line 
 few seconds (``scrapy-cluster up``). Only indexes are read, never the keyspace:
 
 1. one pipeline: ``stats:crawler:_sources`` (the ``<hostname>:<spiderid>`` that counted
-   responses) and ``stats:crawler-errors:_names`` (the exception classes of failed downloads);
+   responses), ``stats:crawler-errors:_names`` (the exception classes of failed downloads),
+   the lifetime totals of refused and filtered URLs ``stats:crawl-funnel:filtered`` and the
+   live crawler heartbeats ``stats:crawler:self`` (which spiders are crawled: see
+   ``stats.reasons``);
 2. one pipeline: each source's status names ``stats:crawler:<hostname>:<spiderid>:_names``
    (skipped while no crawler has counted anything);
 3. one MGET of the ``...:<status>:lifetime`` and ``stats:crawler-errors:<exception>:lifetime``
@@ -12,6 +15,8 @@ few seconds (``scrapy-cluster up``). Only indexes are read, never the keyspace:
 4. the frontier's backlog script (``Frontier.backlog(0)``: lengths only, no domain listed).
 
 Four round trips per reading; commands grow with crawler hosts x statuses, not with pages.
+The backlog per spider and the live crawler heartbeats name the spiders with queued work
+that no crawler runs (``unserved``).
 
 ``pages`` counts responses with a status in STATUS_RESPONSE_CODES (the codes crawlers count
 cluster-wide, default 200, 403, 404, 504); ``errors`` counts those among them in
@@ -26,13 +31,14 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import redis
 
 from scrapy_cluster import keys
 from scrapy_cluster.frontier.model import Backlog
+from scrapy_cluster.stats.reasons import DroppedUrls, live_crawler_spiders, unserved_backlog
 from scrapy_cluster.stats.windowed import LIFETIME
 from scrapy_cluster.statuses import ErrorStatuses
 
@@ -53,6 +59,10 @@ class ProgressReading:
     pages: int
     errors: int
     backlog: int
+    dropped: DroppedUrls = field(default_factory=DroppedUrls)
+    """URLs refused and filtered over the cluster's lifetime, by reason."""
+    unserved: dict[str, int] = field(default_factory=dict)
+    """``{spiderid: requests queued}`` for spiders with work and no live crawler."""
 
 
 def _text(value: bytes | str) -> str:
@@ -63,31 +73,51 @@ class ProgressReader:
     """Reads a ``ProgressReading`` in four round trips (module docstring)."""
 
     def __init__(self, client: redis.Redis, frontier: BacklogSource, *,
-                 error_statuses: ErrorStatuses,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 error_statuses: ErrorStatuses, heartbeat_timeout_s: float = 120.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], float] = time.time) -> None:
         self.redis = client
         self.frontier = frontier
         self.error_statuses = error_statuses
+        self.heartbeat_timeout_s = heartbeat_timeout_s
         self.clock = clock
+        self.wall_clock = wall_clock
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], client: redis.Redis) -> ProgressReader:
         from scrapy_cluster.frontier.sync import Frontier
 
         return cls(client, Frontier.from_settings(settings, client),
-                   error_statuses=ErrorStatuses.parse(settings["CIRCUIT_BREAKER_ERROR_STATUSES"]))
+                   error_statuses=ErrorStatuses.parse(settings["CIRCUIT_BREAKER_ERROR_STATUSES"]),
+                   heartbeat_timeout_s=float(settings["HEARTBEAT_TIMEOUT"]))
 
     def read(self) -> ProgressReading:
+        now_s = self.wall_clock()
         pipe = self.redis.pipeline(transaction=False)
         pipe.smembers(keys.crawler_stats_sources())
         pipe.smembers(keys.stats_names_index(keys.crawler_error_stats()))
-        sources, error_names = pipe.execute()
+        pipe.hgetall(keys.funnel_filtered_totals())
+        pipe.zrangebyscore(keys.heartbeat_index("crawler"),
+                           f"({now_s - self.heartbeat_timeout_s}", "+inf", withscores=True)
+        sources, error_names, dropped, heartbeats = pipe.execute()
+        live = live_crawler_spiders(((_text(member), float(score)) for member, score in heartbeats),
+                                    now_s=now_s, heartbeat_timeout_s=self.heartbeat_timeout_s)
+        pages, errors = self._pages_and_errors(sorted(map(_text, sources)),
+                                               sorted(map(_text, error_names)))
+        per_spider = {spider: queued.total for spider, queued in self.frontier.backlog(0).items()}
+        return ProgressReading(at_s=self.clock(), pages=pages, errors=errors,
+                               backlog=sum(per_spider.values()),
+                               dropped=DroppedUrls.from_totals(dropped),
+                               unserved=unserved_backlog(per_spider, live))
+
+    def _pages_and_errors(self, sources: Sequence[str],
+                          failures: Sequence[str]) -> tuple[int, int]:
+        """Round trips 2 and 3 (module docstring)."""
         prefixes = [keys.stats_key("crawler", *source.split(":", 1))
-                    for source in sorted(map(_text, sources)) if ":" in source]
+                    for source in sources if ":" in source]
         statuses = self._status_names(prefixes)
         counters = [(prefix, status) for prefix, names in zip(prefixes, statuses, strict=True)
                     for status in names]
-        failures = sorted(map(_text, error_names))
         wanted = [keys.stats_name(prefix, status, LIFETIME) for prefix, status in counters]
         wanted += [keys.stats_name(keys.crawler_error_stats(), name, LIFETIME)
                    for name in failures]
@@ -96,9 +126,7 @@ class ProgressReader:
                      in zip(counters, values, strict=False) if status != str(NO_RESPONSE)]
         pages = sum(count for _, count in by_status)
         errors = sum(count for status, count in by_status if status in self.error_statuses)
-        errors += sum(values[len(counters):])
-        backlog = sum(queued.total for queued in self.frontier.backlog(0).values())
-        return ProgressReading(at_s=self.clock(), pages=pages, errors=errors, backlog=backlog)
+        return pages, errors + sum(values[len(counters):])
 
     def _status_names(self, prefixes: Sequence[str]) -> list[list[str]]:
         """The numeric status names each crawler stats prefix has counted. One round trip."""

@@ -7,16 +7,26 @@ never blocks Redis), 1 MGET and 1 for the funnels and statuses of all its crawls
 (``Frontier.crawl_funnels_and_statuses``). Every crawl in an answer carries ``funnel`` (see
 docs/api.md, "URL funnel") and ``status``: ``running``, ``complete``, ``stopped``, ``expired``,
 or ``unknown`` (no record: never seen, or forgotten CRAWL_STATE_TTL after it ended).
+
+A crawl that is doing nothing also carries ``reason`` (``stats.reasons.crawl_reason``): ``no
+crawler for this spider`` while it has work and no live crawler runs its spider (read from
+the crawler heartbeats: one more round trip, only for an answer with such a crawl), or
+``nothing fetched: 1 refused (ssrf 1)`` once it ended without a download because its URLs
+were refused or filtered.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from scrapy_cluster import keys
 from scrapy_cluster.frontier import CrawlInfo
+from scrapy_cluster.frontier.model import CrawlFunnel
 from scrapy_cluster.redis_monitor.jobs import Job
 from scrapy_cluster.redis_monitor.plugins.base import BaseMonitor
+from scrapy_cluster.stats.coverage import live_spiders
+from scrapy_cluster.stats.reasons import crawl_reason
 
 
 def crawl_status(status: str | None, has_work: bool) -> str:
@@ -40,6 +50,27 @@ class InfoMonitor(BaseMonitor):
     regex = r"^info:"
     required = {"appid": str, "spiderid": str, "uuid": str}
     optional = {"crawlid": str}
+    heartbeat_timeout_s = 120.0
+
+    def setup(self, settings: Mapping[str, Any]) -> None:
+        self.heartbeat_timeout_s = float(settings["HEARTBEAT_TIMEOUT"])
+
+    def _served(self, spiderid: str) -> bool:
+        """A live crawler runs ``spiderid``. One round trip."""
+        return spiderid in live_spiders(self.redis, heartbeat_timeout_s=self.heartbeat_timeout_s,
+                                        now_s=self.clock())
+
+    def _explain(self, entry: dict[str, Any], spiderid: str, pending: int,
+                 funnel: CrawlFunnel, served: dict[str, bool]) -> None:
+        """Add ``reason`` to a crawl's ``entry`` when it is doing nothing (module docstring);
+        ``served`` remembers the heartbeat read for the rest of the answer."""
+        needs_read = entry["status"] == "running" and pending > 0
+        if needs_read and spiderid not in served:
+            served[spiderid] = self._served(spiderid)
+        reason = crawl_reason(status=entry["status"], pending=pending, funnel=funnel,
+                              served=served.get(spiderid, True))
+        if reason is not None:
+            entry["reason"] = reason
 
     def handle(self, job: Job) -> None:
         request = self.validate(job)
@@ -57,6 +88,8 @@ class InfoMonitor(BaseMonitor):
             answer["status"] = crawl_status(statuses[str(crawlid)],
                                             bool(info.total_pending or info.in_flight))
             answer["funnel"] = funnels[str(crawlid)].as_dict()
+            self._explain(answer, spiderid, info.total_pending + info.in_flight,
+                          funnels[str(crawlid)], {})
         else:
             answer.update(self._app_answer(spiderid, appid))
         self.send(answer)
@@ -71,6 +104,7 @@ class InfoMonitor(BaseMonitor):
         funnels, statuses = self.frontier.crawl_funnels_and_statuses(spiderid, list(crawls))
         per_crawl: dict[str, Any] = {}
         every_domain: set[str] = set()
+        served: dict[str, bool] = {}
         for (crawlid, counts), expires in zip(crawls.items(), expiries, strict=True):
             entry: dict[str, Any] = {
                 "domains": {name: {"low_priority": low, "high_priority": high, "total": total}
@@ -80,6 +114,7 @@ class InfoMonitor(BaseMonitor):
                 entry["expires"] = expires.decode()
             entry["status"] = crawl_status(statuses[crawlid], True)
             entry["funnel"] = funnels[crawlid].as_dict()
+            self._explain(entry, spiderid, counts.total, funnels[crawlid], served)
             per_crawl[crawlid] = entry
             every_domain.update(counts.domains)
         return {"total_pending": sum(entry["total"] for entry in per_crawl.values()),

@@ -5,13 +5,15 @@
 - ``halted`` / ``paused``: the circuit breaker, an operator or a ``Retry-After`` stopped it;
 - ``blacklisted``: the domain configuration refuses it (its queue is never popped);
 - ``out_of_work``: nothing queued;
+- ``no_crawler``: work is queued, but no live crawler runs a spider it is queued for (no
+  crawler heartbeat of the spider younger than HEARTBEAT_TIMEOUT): it waits for one to start;
 - ``throttle_bound``: work is queued but the throttle is what limits it: the frontier will not
   dispatch the domain yet (its ready score is in the future, or it became due less than
   ``due_lag_ms`` ago), or the achieved rate is at least ``THROTTLE_NEAR`` of the limit, or the
   limit is 0;
 - ``worker_bound``: work is queued, the domain has been allowed for longer than
-  ``due_lag_ms`` (or no crawler asks for work of its spider at all) and it runs below its
-  limit: the crawlers do not pop it as fast as the throttle would allow.
+  ``due_lag_ms`` (or no live crawler has asked for work of its spider yet) and it runs below
+  its limit: the crawlers do not pop it as fast as the throttle would allow.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 HALTED, PAUSED, ACTIVE = "halted", "paused", "active"
 BLACKLISTED = "blacklisted"
 OUT_OF_WORK, THROTTLE_BOUND, WORKER_BOUND = "out_of_work", "throttle_bound", "worker_bound"
+NO_CRAWLER = "no_crawler"
 THROTTLE_NEAR = 0.9
 """Achieved rate / limit from which a domain counts as running at its limit."""
 DUE_LAG_MS = 500
@@ -27,15 +30,19 @@ DUE_LAG_MS = 500
 
 def bottleneck(*, backlog: int, rate_rps: float, limit_rps: float | None,
                ready_at_ms: float | None, now_ms: float, state: str = ACTIVE,
-               blacklisted: bool = False, due_lag_ms: float = DUE_LAG_MS) -> str:
+               blacklisted: bool = False, served: bool = True,
+               due_lag_ms: float = DUE_LAG_MS) -> str:
     """The domain's bottleneck (module docstring). ``limit_rps`` None: not throttled;
-    ``ready_at_ms`` None: no crawler view has the domain in its ready set."""
+    ``ready_at_ms`` None: no crawler view has the domain in its ready set; ``served``: a live
+    crawler runs a spider the domain has work for."""
     if state in (HALTED, PAUSED):
         return state
     if blacklisted:
         return BLACKLISTED
     if backlog <= 0:
         return OUT_OF_WORK
+    if not served:
+        return NO_CRAWLER
     if limit_rps is not None and (limit_rps <= 0 or rate_rps >= THROTTLE_NEAR * limit_rps):
         return THROTTLE_BOUND
     if ready_at_ms is not None and ready_at_ms > now_ms - due_lag_ms:

@@ -53,6 +53,7 @@ class Raw:
     leases: list[LeaseRecord]
     timeouts: dict[str, int]
     spiders: list[str]
+    filtered_totals: Mapping[bytes, bytes]
     node_infos: dict[tuple[str, str], bytes | None]
     source_names: dict[str, list[str]]
     status_windows: dict[str, list[str]]

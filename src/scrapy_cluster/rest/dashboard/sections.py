@@ -12,26 +12,32 @@ from typing import Any
 
 from scrapy_cluster.rest.dashboard import classify, tables
 from scrapy_cluster.rest.dashboard.model import Policy, Raw, Snapshot, json_object
+from scrapy_cluster.stats import reasons
 
-OFFLINE_KEEP_S = 3600
-"""A node that left its heartbeat index is still shown (offline) this long after its last beat."""
+OFFLINE_KEEP_S = 600
+"""A node no longer alive is still shown (offline or stopped) this long after its last beat."""
 NODES_REMEMBERED = 1000
 TOP_ERROR_DOMAINS = 50
 INFO_FIELDS = ("version", "engine", "spiders", "cpu_percent", "rss_bytes", "started")
 
 
 class NodeMemory:
-    """Remembers nodes seen, so one that left its heartbeat index stays listed as offline."""
+    """Remembers nodes seen, so one that left its heartbeat index stays listed for
+    OFFLINE_KEEP_S after its last beat: ``stopped`` when it left while alive (a clean stop
+    removes its heartbeat at once), else offline (its heartbeat timed out)."""
 
     def __init__(self) -> None:
         self._seen: dict[tuple[str, str], dict[str, Any]] = {}
 
     def merge(self, rows: list[dict[str, Any]], now_s: float) -> list[dict[str, Any]]:
         present = {(row["component"], row["member"]) for row in rows}
+        for node, row in self._seen.items():
+            if node not in present and row["in_index"]:
+                self._seen[node] = {**row, "stopped": bool(row["alive"]), "alive": False,
+                                    "in_index": False}
         for row in rows:
             self._seen[(row["component"], row["member"])] = row
-        gone = [{**row, "alive": False, "age_s": round(now_s - row["last_seen_s"], 1),
-                 "in_index": False}
+        gone = [{**row, "age_s": round(now_s - row["last_seen_s"], 1)}
                 for node, row in self._seen.items() if node not in present
                 and now_s - row["last_seen_s"] < OFFLINE_KEEP_S]
         keep = sorted(self._seen.items(), key=lambda item: -item[1]["last_seen_s"])
@@ -50,7 +56,8 @@ def nodes(raw: Raw, policy: Policy, memory: NodeMemory) -> list[dict[str, Any]]:
                    "machine": member.partition(":")[0],
                    "alive": raw.now_s - beat_s < policy.heartbeat_timeout_s,
                    "last_seen_s": beat_s, "age_s": round(max(0.0, raw.now_s - beat_s), 1),
-                   "in_index": True, **{name: info.get(name) for name in INFO_FIELDS}}
+                   "in_index": True, "stopped": False,
+                   **{name: info.get(name) for name in INFO_FIELDS}}
             if row["spiders"] is None and component == "crawler" and member.count(":") >= 2:
                 row["spiders"] = [member.split(":")[1]]
             rows.append(row)
@@ -125,6 +132,20 @@ def _bucket_number(number: bytes | str) -> int:
         return -(2**62)
 
 
+# --- why nothing happens --------------------------------------------------------------------
+def dropped_urls(raw: Raw) -> dict[str, dict[str, int]]:
+    """``{refused: {reason: n}, filtered: {reason: n}}``: URLs crawlers refused and URLs
+    filtered before they were queued, over the cluster's lifetime (``stats.reasons``)."""
+    dropped = reasons.DroppedUrls.from_totals(raw.filtered_totals)
+    return {"refused": dropped.refused, "filtered": dropped.filtered}
+
+
+def unserved(raw: Raw, policy: Policy) -> dict[str, int]:
+    """``{spiderid: requests queued}`` of the spiders with work that no live crawler runs."""
+    return reasons.unserved_backlog({spider: queued.total for spider, queued in
+                                     raw.backlog.items()}, tables.live_spiders(raw, policy))
+
+
 # --- all -----------------------------------------------------------------------------------
 def assemble(raw: Raw, policy: Policy, memory: NodeMemory) -> Snapshot:
     statuses = domain_statuses(raw)
@@ -136,11 +157,13 @@ def assemble(raw: Raw, policy: Policy, memory: NodeMemory) -> Snapshot:
         "backlog": sum(backlog.total for backlog in raw.backlog.values()),
         "in_flight": len(raw.leases), "domains": len(domain_rows), "crawls": len(crawl_rows),
         "nodes_alive": sum(1 for row in node_rows if row["alive"]),
-        "nodes_offline": sum(1 for row in node_rows if not row["alive"]),
+        "nodes_offline": sum(1 for row in node_rows if not row["alive"] and not row["stopped"]),
+        "nodes_stopped": sum(1 for row in node_rows if row["stopped"]),
         "rate_rps": round(responses / policy.status_window_s, 4)
         if policy.status_window_s > 0 else 0.0,
         "paused": sum(1 for row in domain_rows if row["state"] == classify.PAUSED),
-        "halted": sum(1 for row in domain_rows if row["state"] == classify.HALTED)}
+        "halted": sum(1 for row in domain_rows if row["state"] == classify.HALTED),
+        **dropped_urls(raw), "unserved": unserved(raw, policy)}
     config = {"throttles": [{"domain": domain, **(json_object(value) or {})}
                             for domain, value in sorted(raw.throttles.items())],
               "blacklist": raw.blacklist,

@@ -7,7 +7,8 @@ Only indexes are read, never the keyspace (no KEYS, no SCAN):
    recently active domains ``crawler:domain_status:domains``, ``domain-config:paused``,
    ``circuit-breaker:state``, ``domain-config:throttle``, ``domain-config:blacklist``, the
    leases ``frontier:lease_items`` (O(requests in flight)), the crawl expiries
-   ``redis-monitor:timeouts`` and ``frontier:spiders``;
+   ``redis-monitor:timeouts``, ``frontier:spiders`` and the lifetime totals of refused and
+   filtered URLs ``stats:crawl-funnel:filtered``;
 2. the frontier's backlog script (``Frontier.backlog``: O(domains + sub-queues), lengths only);
 3. one pipeline: the nodes' ``stats:<component>:info:<member>`` (one MGET), each source's
    status names, each spider's dispatch views, each active domain's status window, the
@@ -99,12 +100,13 @@ class SnapshotBuilder:
         pipe.hgetall(keys.frontier_lease_items())
         pipe.zrange(keys.crawl_timeouts(), 0, -1, withscores=True)
         pipe.smembers(keys.frontier_spiders())
+        pipe.hgetall(keys.funnel_filtered_totals())
         replies = pipe.execute()
         seconds, micros = replies[0]
         heartbeats = {component: [(_text(member), float(score)) for member, score in reply]
                       for component, reply in zip(COMPONENTS, replies[1:5], strict=True)}
         (sources, error_names, active, paused, breaker, throttles, blacklist, leases,
-         timeouts, spiders) = replies[5:]
+         timeouts, spiders, filtered_totals) = replies[5:]
         parts = {
             "heartbeats": heartbeats,
             "sources": sorted(_text(source) for source in sources),
@@ -117,6 +119,7 @@ class SnapshotBuilder:
             "leases": [lease for lease in map(parse_lease, leases.values()) if lease],
             "timeouts": {_text(member): int(score) for member, score in timeouts},
             "spiders": sorted(_text(spider) for spider in spiders),
+            "filtered_totals": filtered_totals,
         }
         return {"redis_now_ms": int(seconds) * 1000 + int(micros) // 1000, "parts": parts}
 

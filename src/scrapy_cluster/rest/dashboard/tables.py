@@ -14,6 +14,7 @@ from scrapy_cluster.frontier.pause import HALT_UNTIL_MS
 from scrapy_cluster.rest.dashboard import classify
 from scrapy_cluster.rest.dashboard.model import CrawlKey, Policy, Raw, json_object
 from scrapy_cluster.rest.dashboard.records import LeaseRecord
+from scrapy_cluster.stats import reasons
 
 
 def limit_of(domain: str, raw: Raw, policy: Policy) -> dict[str, Any]:
@@ -50,17 +51,26 @@ def domains(raw: Raw, policy: Policy, statuses: Mapping[str, Counter[int]]) -> l
     for lease in raw.leases:
         queued[lease.domain].setdefault(lease.spiderid, 0)
     blacklist = set(raw.blacklist)
+    live = live_spiders(raw, policy)
     rows = []
     for domain in sorted(set(queued) | set(statuses) | set(raw.paused)):
-        rows.append(_domain_row(domain, raw, policy, statuses.get(domain, Counter()),
-                                queued.get(domain, {}), in_flight[domain], domain in blacklist))
+        row = _domain_row(domain, raw, policy, statuses.get(domain, Counter()),
+                          queued.get(domain, {}), in_flight[domain], domain in blacklist, live)
+        rows.append(row)
     rows.sort(key=lambda row: (-(row["backlog"] + row["in_flight"]), -row["rate_rps"],
                                row["domain"]))
     return rows
 
 
+def live_spiders(raw: Raw, policy: Policy) -> set[str]:
+    """The spiders of the crawlers whose heartbeat is younger than HEARTBEAT_TIMEOUT."""
+    return reasons.live_crawler_spiders(raw.heartbeats.get("crawler", []), now_s=raw.now_s,
+                                        heartbeat_timeout_s=policy.heartbeat_timeout_s)
+
+
 def _domain_row(domain: str, raw: Raw, policy: Policy, seen: Counter[int],
-                by_spider: dict[str, int], in_flight: int, blacklisted: bool) -> dict[str, Any]:
+                by_spider: dict[str, int], in_flight: int, blacklisted: bool,
+                live: set[str]) -> dict[str, Any]:
     backlog = sum(by_spider.values())
     responses = sum(seen.values())
     rate = responses / policy.status_window_s if policy.status_window_s > 0 else 0.0
@@ -79,7 +89,8 @@ def _domain_row(domain: str, raw: Raw, policy: Policy, seen: Counter[int],
         "bottleneck": classify.bottleneck(
             backlog=backlog, rate_rps=rate, limit_rps=limit["rate_rps"],
             ready_at_ms=ready_at_ms, now_ms=raw.redis_now_ms, state=pause["state"],
-            blacklisted=blacklisted),
+            blacklisted=blacklisted,
+            served=any(spider in live for spider, count in by_spider.items() if count)),
         "drain_s": None if pause["state"] != classify.ACTIVE else classify.drain_seconds(
             backlog, rate)}
 

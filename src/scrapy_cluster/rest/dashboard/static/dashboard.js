@@ -98,15 +98,32 @@ function renderSummary(summary) {
   const cards = [["backlog", num(summary.backlog)], ["in flight", num(summary.in_flight)],
     ["responses/s", num(summary.rate_rps, 2)], ["domains", num(summary.domains)],
     ["active crawls", num(summary.crawls)], ["nodes alive", num(summary.nodes_alive)],
-    ["nodes offline", num(summary.nodes_offline)], ["paused", num(summary.paused)],
-    ["halted", num(summary.halted)]];
-  $("#summary").replaceChildren(...cards.map(([label, value]) =>
-    el("div", { class: "card" }, el("b", {}, value), label)));
+    ["nodes offline", num(summary.nodes_offline)], ["nodes stopped", num(summary.nodes_stopped)],
+    ["paused", num(summary.paused)], ["halted", num(summary.halted)],
+    ["refused", reasonTotal(summary.refused), reasonText(summary.refused)],
+    ["filtered", reasonTotal(summary.filtered), reasonText(summary.filtered)]];
+  const unserved = Object.entries(summary.unserved || {});
+  if (unserved.length) {
+    cards.push(["no crawler for", num(unserved.length), unserved.map(([spider, queued]) =>
+      `${spider} (${num(queued)} queued)`).join(", ")]);
+  }
+  $("#summary").replaceChildren(...cards.map(([label, value, detail]) =>
+    el("div", { class: "card", title: detail || "" }, el("b", {}, value), label,
+      detail ? el("small", { class: "detail" }, detail) : null)));
+}
+
+// {reason: n} -> "ssrf 2, robots 1" (the server sends the largest first)
+function reasonText(counts) {
+  return Object.entries(counts || {}).map(([reason, n]) => `${reason} ${num(n)}`).join(", ");
+}
+
+function reasonTotal(counts) {
+  return num(Object.values(counts || {}).reduce((sum, n) => sum + n, 0));
 }
 
 function renderNodes(nodes) {
   fillBody("#nodes", nodes.map((node) => {
-    const status = node.alive ? "alive" : "offline";
+    const status = node.alive ? "alive" : (node.stopped ? "stopped" : "offline");
     return el("tr", { dataset: { component: node.component, member: node.member } },
       el("td", {}, node.component), el("td", {}, node.member),
       el("td", { class: `state-${status}` }, status), el("td", {}, node.version || dash),
@@ -181,6 +198,7 @@ function renderConfig(config) {
 }
 
 const WHY = { throttle_bound: "throttle-bound", worker_bound: "worker-bound",
+  no_crawler: "no crawler for this spider",
   out_of_work: "out of work", paused: "paused", halted: "halted", blacklisted: "blacklisted" };
 function lastError(error) {
   if (!error) return dash;
