@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -133,6 +134,8 @@ def test_a_private_address_and_an_unknown_spider_are_explained(
     up, env = cluster
     client = cluster_redis(tmp_path, up)
     wait_for(lambda: client.zcard(keys.heartbeat_index("crawler")), "a crawler heartbeat", up)
+    assert client.zrange(keys.heartbeat_index("crawler"), 0, -1) == [  # up's SC_NODE_ID
+        f"{socket.gethostname()}:link:crawler-1".encode()]
     wait_for(lambda: rest_answers(env), "the Rest service", up)
 
     private = {"url": "http://127.0.0.2:9/", "appid": "why", "crawlid": "private"}

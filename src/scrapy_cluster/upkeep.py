@@ -16,8 +16,21 @@ HEARTBEAT_INTERVAL_S = 5.0
 
 
 def process_identity() -> tuple[str, str]:
-    """``(machine, id)`` naming this process in ``stats:<component>:self:<machine>:<id>``."""
+    """``(machine, id)`` unique to this process run: ``<pid>-<8 random hex>``."""
     return socket.gethostname(), f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def node_id(settings: Mapping[str, Any]) -> str | None:
+    """SC_NODE_ID when set (a supervisor's stable name for the process, e.g. ``crawler-1``),
+    else None (the process picks a unique id)."""
+    return str(settings.get("SC_NODE_ID") or "").strip() or None
+
+
+def node_identity(settings: Mapping[str, Any]) -> tuple[str, str]:
+    """``(machine, id)`` naming this process in ``stats:<component>:self:<machine>:<id>``:
+    SC_NODE_ID when set, so restarts of one supervised process are one node; else unique."""
+    machine, unique = process_identity()
+    return machine, node_id(settings) or unique
 
 
 class Heartbeat:
@@ -49,6 +62,19 @@ class Heartbeat:
         """Queue the refresh on ``pipe`` (0 round trips) and schedule the next one."""
         self.stats.heartbeat(self.machine, self.process_id, pipe=pipe, info=self._info())
         self._next_beat_s = self.clock() + self.interval_s
+
+    def remove(self, logger: logging.Logger) -> None:
+        """Remove this node's heartbeat (a clean stop; 1 round trip); ``beat_if_due`` writes
+        none after it. An unreachable Redis is logged, not raised: the heartbeat then expires
+        after HEARTBEAT_TIMEOUT."""
+        self._next_beat_s = float("inf")
+        try:
+            self.stats.remove_heartbeat(self.machine, self.process_id)
+        except Exception as exc:
+            if not is_redis_outage(exc):
+                raise
+            logger.warning("heartbeat not removed, Redis unreachable (it expires by itself): "
+                           "%s", exc)
 
     def beat_if_due(self, logger: logging.Logger) -> None:
         """Refresh now when due (1 round trip). A Redis outage is not raised: the next try is

@@ -50,8 +50,10 @@ def embedded_components(crawlers: int, spider: str, *, config_sync: bool = False
 
 
 def child_specs(components: list[tuple[str, list[str]]], env: Mapping[str, str]) -> list[ChildSpec]:
+    """Each child gets its name as SC_NODE_ID: restarted any number of times, it is one node."""
     base = [sys.executable, "-m", "scrapy_cluster"]
-    return [ChildSpec(name, [*base, *args], dict(env)) for name, args in components]
+    return [ChildSpec(name, [*base, *args], {**env, "SC_NODE_ID": name})
+            for name, args in components]
 
 
 def cluster_environment(settings: Settings, redis_url: str) -> dict[str, str]:

@@ -259,6 +259,7 @@ class ResponseStatsMiddleware:
         if self._loop.running:
             self._loop.stop()
         self.stats.flush()
+        self.stats.leave()  # a clean stop: no longer counted as a live crawler
 
     def domain_of(self, url: str) -> str:
         """The frontier's domain of ``url`` (its registered domain), so keys match the queue's."""

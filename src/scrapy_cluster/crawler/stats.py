@@ -10,13 +10,16 @@ round trip (a pipeline) writes:
   index of those domains (``keys.crawler_domain_status_domains``). A request that got no
   response (connection failure, timeout) counts as status ``NO_RESPONSE`` (0);
 * ``<hostname>:<spiderid>`` in ``stats:crawler:_sources`` (so stats readers find the counters);
-* the heartbeat ``stats:crawler:self:<hostname>:<spiderid>:<id>`` with TTL HEARTBEAT_TIMEOUT,
-  scored in ``stats:crawler:self``, and the node's description beside it
+* the heartbeat ``stats:crawler:self:<hostname>:<spiderid>:<id>`` with TTL HEARTBEAT_TIMEOUT
+  (``<id>``: SC_NODE_ID, else random per process), scored in ``stats:crawler:self``, and the
+  node's description beside it
   (``stats:crawler:info:<hostname>:<spiderid>:<id>``: version, engine ``scrapy``, spiders,
   CPU, RSS, start; see ``stats.node``);
 * whatever the ``writers`` counted (``queue_flush(pipe)``): the download telemetry
   (``telemetry.py``). The crawls' URL funnels (``funnel.py``) are written with the lease
   acknowledgements instead (``leases.py``), so a completed crawl's totals are exact.
+
+``leave()`` (a clean stop, after the last ``flush``) removes the heartbeat: one round trip.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import redis
 from scrapy_cluster import keys
 from scrapy_cluster.outage import OutageLog
 from scrapy_cluster.stats import WindowedStats
+from scrapy_cluster.upkeep import node_id
 
 DOMAIN_KEYS_TTL_S = 86_400
 NO_RESPONSE = 0
@@ -53,13 +57,16 @@ class ResponseStats:
                  spiderid: str, tracked_codes: set[int], codes_enabled: bool,
                  window_s: int, last_n: int, clock: Callable[[], float] = time.time,
                  writers: Sequence[PipelineWriter] = (),
-                 node_info: Callable[[], Mapping[str, Any]] | None = None) -> None:
+                 node_info: Callable[[], Mapping[str, Any]] | None = None,
+                 node_id: str | None = None) -> None:
         self.client, self.windowed = client, windowed
         self.writers, self.node_info = list(writers), node_info
         self.hostname, self.spiderid = hostname, spiderid
         self.tracked_codes, self.codes_enabled = tracked_codes, codes_enabled
         self.window_s, self.last_n = window_s, last_n
         self.instance_id = uuid.uuid4().hex[:12]
+        self.node_id = node_id or self.instance_id
+        """The heartbeat's ``<id>`` (the status windows' members keep ``instance_id``)."""
         self._clock = clock
         self._codes: Counter[int] = Counter()
         self._by_domain: defaultdict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -76,7 +83,7 @@ class ResponseStats:
                    codes_enabled=bool(settings["STATS_STATUS_CODES"]),
                    window_s=int(settings["CRAWLER_STATUS_WINDOW_S"]),
                    last_n=int(settings["CRAWLER_STATUS_LAST_N"]), writers=writers,
-                   node_info=node_info)
+                   node_info=node_info, node_id=node_id(settings))
 
     def record(self, domain: str, status: int) -> None:
         """Count one response. No Redis I/O."""
@@ -102,7 +109,7 @@ class ResponseStats:
         for writer in self.writers:
             writer.queue_flush(pipe)
         info = self.node_info() if self.node_info is not None else None
-        self.windowed.heartbeat(self.hostname, self.spiderid, self.instance_id, pipe=pipe,
+        self.windowed.heartbeat(self.hostname, self.spiderid, self.node_id, pipe=pipe,
                                 info=info)
         try:
             pipe.execute()
@@ -110,6 +117,14 @@ class ResponseStats:
             self._outage.failed("writing crawler stats", exc)
             return
         self._outage.succeeded()
+
+    def leave(self) -> None:
+        """Remove this crawler's heartbeat (a clean stop, after the last ``flush``): ONE round
+        trip. An unreachable Redis is logged; the heartbeat then expires by itself."""
+        try:
+            self.windowed.remove_heartbeat(self.hostname, self.spiderid, self.node_id)
+        except redis.RedisError as exc:
+            logger.warning("crawler heartbeat not removed (it expires by itself): %s", exc)
 
     def _queue_domain(self, pipe: Any, domain: str, seen: list[tuple[int, int]]) -> None:
         window_key = keys.crawler_domain_status_window(domain)

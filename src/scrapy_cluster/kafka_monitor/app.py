@@ -13,7 +13,7 @@ from scrapy_cluster.kafka_monitor.loader import build_plugins, build_validator, 
 from scrapy_cluster.kafka_monitor.monitor import KafkaMonitor
 from scrapy_cluster.migration.version import check_at_start
 from scrapy_cluster.redis_conn import RedisConfig
-from scrapy_cluster.upkeep import process_identity
+from scrapy_cluster.upkeep import node_identity
 
 
 @contextmanager
@@ -33,10 +33,12 @@ def open_monitor(settings: Mapping[str, Any], logger: logging.Logger) -> Iterato
         plugins = build_plugins(plugin_classes(settings), settings, logger=logger,
                                 redis_client=redis_client, frontier=frontier)
         validator = build_validator([type(plugin) for plugin in plugins], settings)
-        machine, process_id = process_identity()
+        machine, process_id = node_identity(settings)
         logger.info("Kafka Monitor starting", extra={
             "topic": topics.incoming(settings), "group": settings["KAFKA_GROUP"],
             "plugins": validator.plugin_names, "machine": machine, "process_id": process_id})
-        yield KafkaMonitor.from_settings(
+        monitor = KafkaMonitor.from_settings(
             settings, consumer=consumer, validator=validator, plugins=plugins,
             redis_client=redis_client, logger=logger, machine=machine, process_id=process_id)
+        stack.callback(monitor.heartbeat.remove, logger)  # a clean stop leaves no live node
+        yield monitor

@@ -25,7 +25,7 @@ from scrapy_cluster.redis_monitor.plugins.circuit_breaker import breaker_for
 from scrapy_cluster.stats import WindowedStats
 from scrapy_cluster.stats.cluster import ClusterStats
 from scrapy_cluster.stats.node import NodeInfo
-from scrapy_cluster.upkeep import Heartbeat, StatsDump, process_identity
+from scrapy_cluster.upkeep import Heartbeat, StatsDump, node_id, process_identity
 
 
 def build_plugins(settings: Mapping[str, Any], *, logger: logging.Logger,
@@ -64,7 +64,8 @@ def open_monitor(settings: Mapping[str, Any], logger: logging.Logger, *,
         frontier = Frontier.from_settings(settings, redis_client)
         plugins = build_plugins(settings, logger=logger, redis_client=redis_client,
                                 frontier=frontier, answers=answers, clock=clock)
-        machine, process_id = process_identity()
+        machine, process_id = process_identity()  # the job consumer: unique per run
+        node = node_id(settings) or process_id  # the heartbeat: SC_NODE_ID when set
         lock_s = float(settings["REDIS_LOCK_EXPIRATION"])
         queue = JobQueue(redis_client, f"{machine}:{process_id}",
                          claim_idle_ms=int(lock_s * 1000))
@@ -77,7 +78,7 @@ def open_monitor(settings: Mapping[str, Any], logger: logging.Logger, *,
         monitor = RedisMonitor(
             queue=queue, plugins=plugins, redis_client=redis_client, answers=answers,
             stats=stats, logger=logger,
-            heartbeat=Heartbeat(stats, machine=machine, process_id=process_id,
+            heartbeat=Heartbeat(stats, machine=machine, process_id=node,
                                 interval_s=interval_s, clock=time.monotonic, info=NodeInfo()),
             backoff=Backoff(), batch_size=int(settings["REDIS_MONITOR_BATCH_SIZE"]),
             retry_failures=bool(settings["RETRY_FAILURES"]),
@@ -90,6 +91,7 @@ def open_monitor(settings: Mapping[str, Any], logger: logging.Logger, *,
                 cluster=ClusterStats(redis_client, settings, frontier=frontier, clock=clock),
                 redis_client=redis_client, logger=logger).log_if_due)
         stack.callback(monitor.close)
+        stack.callback(monitor.heartbeat.remove, logger)  # a clean stop leaves no live node
         logger.info("Redis Monitor starting", extra={
             "plugins": [plugin.name for plugin in plugins], "machine": machine,
             "process_id": process_id})

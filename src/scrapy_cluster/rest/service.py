@@ -27,7 +27,7 @@ from scrapy_cluster.stats import WindowedStats
 from scrapy_cluster.stats.cluster import ClusterStats
 from scrapy_cluster.stats.coverage import SpiderCoverage
 from scrapy_cluster.stats.node import NodeInfo
-from scrapy_cluster.upkeep import Heartbeat, process_identity
+from scrapy_cluster.upkeep import Heartbeat, node_id, process_identity
 
 HEALTH_PROBE_TIMEOUT_S = 2.0
 LAG_TIMEOUT_S = 2.0
@@ -84,7 +84,8 @@ class RestService:
             router=self.router, redis_client=self.redis,
             poll_ttl_s=int(settings["REST_POLL_TTL"]), logger=logger)
         stats = WindowedStats.from_settings(settings, self.redis, key_prefix="stats:rest")
-        self._heartbeat = Heartbeat(stats, machine=self.machine, process_id=self.process_id,
+        self._heartbeat = Heartbeat(stats, machine=self.machine,
+                                    process_id=node_id(settings) or self.process_id,
                                     interval_s=min(5.0, float(settings["HEARTBEAT_TIMEOUT"]) / 3),
                                     clock=time.monotonic, info=NodeInfo())
         self.health_monitor = HealthMonitor(
@@ -132,6 +133,7 @@ class RestService:
         for thread in (self.sender, self.listener, self.health_monitor):
             if thread.is_alive():
                 thread.join(timeout)
+        self._heartbeat.remove(self.logger)  # a clean stop leaves no live node
         try:
             self.sender.producer.close()
         except Exception as exc:  # undelivered requests were already reported to their callers

@@ -47,7 +47,14 @@ _declare("Core", "SLEEP_TIME", 0.1,
          "so this is only a fallback.", (KM, RM, REST))
 _declare("Core", "HEARTBEAT_TIMEOUT", 120,
          "TTL in seconds of a process's self-reporting heartbeat key "
-         "(`stats:<component>:self:...`).")
+         "(`stats:<component>:self:...`). A process that stops cleanly removes its "
+         "heartbeat at once; one that dies counts as alive until this TTL.")
+_declare("Core", "SC_NODE_ID", "",
+         "The id of this process in its heartbeat (`stats:<component>:self:<machine>:<id>`, "
+         "a crawler's `...:<machine>:<spiderid>:<id>`). Empty: a new unique id per start. "
+         "A supervisor sets a stable name per supervised process (`scrapy-cluster up` "
+         "passes the child's name, `crawler-1`, `rest`, ...), so a process restarted any "
+         "number of times is one node; give each process on a machine its own.")
 _declare("Core", "SC_DATA_DIR", "./.scrapy-cluster",
          "Directory for the embedded Redis server's data (`scrapy-cluster up`).")
 _declare("Core", "UP_PROGRESS_INTERVAL_S", 5,

@@ -8,7 +8,7 @@ Keys (seed shapes, built in ``keys.py``):
 - ``<key_prefix>:_names`` — SET of the names incremented, so readers can list
   them without scanning the keyspace;
 - ``stats:<component>:self:<machine>:<id>`` — heartbeat STRING (epoch s), TTL
-  ``HEARTBEAT_TIMEOUT``;
+  ``HEARTBEAT_TIMEOUT``; removed with its index member and info by a clean stop;
 - ``stats:<component>:info:<machine>:<id>`` — the node's description (JSON, see
   ``stats.node``), written with the heartbeat when the caller gives one, same TTL.
 """
@@ -153,10 +153,10 @@ class WindowedStats:
         JSON to ``keys.node_info(component, member)`` with the same TTL. Returns the key.
         Round trips: 0 with ``pipe``, else 1 (info included).
         """
-        component = self.key_prefix.removeprefix(_PREFIX_HEAD).split(":", 1)[0]
+        component = self.component
         key = keys.heartbeat(component, machine, *parts)
         ttl = max(1, math.ceil(ttl_s if ttl_s is not None else self.heartbeat_ttl_s))
-        member = ":".join([machine, *parts])
+        member = keys.heartbeat_member(machine, *parts)
         now = self.clock()
         target = pipe if pipe is not None else self.redis.pipeline(transaction=False)
         target.set(key, now, ex=ttl)
@@ -166,3 +166,20 @@ class WindowedStats:
         if pipe is None:
             target.execute()
         return key
+
+    def remove_heartbeat(self, machine: str, *parts: str, pipe: Any = None) -> None:
+        """Remove the node ``heartbeat`` wrote (its key, its index member and its info), so a
+        cleanly stopped process stops counting as alive at once. Round trips: 0 with ``pipe``,
+        else 1."""
+        member = keys.heartbeat_member(machine, *parts)
+        target = pipe if pipe is not None else self.redis.pipeline(transaction=False)
+        target.delete(keys.heartbeat(self.component, machine, *parts),
+                      keys.node_info(self.component, member))
+        target.zrem(keys.heartbeat_index(self.component), member)
+        if pipe is None:
+            target.execute()
+
+    @property
+    def component(self) -> str:
+        """The component of this prefix (``stats:<component>:...``), whose heartbeats it writes."""
+        return self.key_prefix.removeprefix(_PREFIX_HEAD).split(":", 1)[0]

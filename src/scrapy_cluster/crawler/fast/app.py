@@ -215,6 +215,7 @@ async def _main(settings: Mapping[str, Any]) -> None:
         ip.start()
     try:
         await _serve(engine, flush_stats)
+        await asyncio.to_thread(observer.stats.leave)  # a clean stop: no longer a live crawler
     finally:
         ip.stop()
         await fetcher.close()
