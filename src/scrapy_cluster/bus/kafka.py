@@ -148,7 +148,10 @@ class KafkaProducer:
         self._producer.poll(0)
 
     def flush(self, timeout_s: float = 10.0) -> None:
-        """Wait for delivery; raises BusError for failed messages, BusUnavailableError for waiting ones."""
+        """Wait for delivery; raises BusError for failed messages, BusUnavailableError for waiting
+        ones. Waiting messages stay in this producer, which delivers them when the broker is
+        back (or reports them failed after KAFKA_PRODUCER_DELIVERY_TIMEOUT_MS) for as long as
+        it lives: the error does not say so, since a process that exits loses them."""
         for topic in self._topics_used:  # a creation that failed while the broker was away
             self._topics.ensure_in_background(topic)
         waiting = self._producer.flush(timeout_s)
@@ -161,9 +164,7 @@ class KafkaProducer:
             raise BusError(f"{failed} messages failed delivery to Kafka ({first})")
         if waiting:
             raise BusUnavailableError(
-                f"{waiting} messages not yet delivered to {self._hosts} after {timeout_s}s; "
-                "they stay buffered and are delivered when the broker is back (or reported "
-                "failed after KAFKA_PRODUCER_DELIVERY_TIMEOUT_MS)")
+                f"{waiting} messages not yet delivered to {self._hosts} after {timeout_s}s")
 
     def close(self) -> None:
         self.flush()

@@ -85,8 +85,8 @@ class RedisStreamsProducer:
             except BusUnavailableError as exc:
                 if time.monotonic() >= deadline:
                     raise BusUnavailableError(
-                        f"{self.buffered} messages not delivered after {timeout_s}s: {exc}; "
-                        "they stay buffered and a later flush sends them") from exc
+                        f"{self.buffered} messages not delivered after {timeout_s}s: {exc}"
+                    ) from exc
                 self._stop.wait(_RETRY_PAUSE_S)
 
     def close(self) -> None:

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import click
 from tqdm import tqdm
 
-from scrapy_cluster.cli.context import CliContext, pass_cli_context
-from scrapy_cluster.errors import BusError, ScrapyClusterError, ValidationError
+from scrapy_cluster.cli.context import CliContext, pass_cli_context, require_cluster
+from scrapy_cluster.errors import BusError, BusUnavailableError, ScrapyClusterError, ValidationError
 
 if TYPE_CHECKING:
     from scrapy_cluster.kafka_monitor.feed import Feeder
@@ -59,6 +59,7 @@ def feed_command(cli: CliContext, request: str | None, path: Path | None) -> Non
         sys.exit(EXIT_INVALID)
     except ScrapyClusterError as exc:
         raise click.ClickException(str(exc)) from exc
+    require_cluster(settings)
     with _feeder(settings, validator) as feeder:
         if path is None:
             _send_one(feeder, plugin, message)
@@ -79,19 +80,26 @@ def _feeder(settings: Settings, validator: RequestValidator) -> Iterator[Feeder]
 
     bus = create_bus(settings)
     producer = bus.producer()
+    confirmed = False
     try:
         yield Feeder.from_settings(settings, producer, validator)
+        confirmed = True
     finally:
-        try:
-            producer.close()
-        except BusError:
-            pass  # what was undelivered has already been reported
+        if confirmed:  # after a failure, closing would only wait for the bus once more
+            try:
+                producer.close()
+            except BusError:
+                pass  # what was undelivered has already been reported
         bus.close()
 
 
 def _send_one(feeder: Feeder, plugin: str, message: dict[str, Any]) -> None:
     try:
         feeder.send(message)
+    except BusUnavailableError as exc:
+        click.echo(f"not sent: {feeder.topic} did not confirm it within {feeder.timeout_s:g}s "
+                   f"({exc}); feed it again once the bus is reachable", err=True)
+        sys.exit(EXIT_BUS_FAILURE)
     except BusError as exc:
         click.echo(f"not sent: {exc}", err=True)
         sys.exit(EXIT_BUS_FAILURE)
