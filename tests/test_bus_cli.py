@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -109,3 +112,55 @@ def test_undecodable_message_is_printed_as_its_raw_text() -> None:
 
     message = Message(topic="t", value=None, raw=b"not json", error="message is not valid JSON")
     assert format_message(message, pretty=True) == "not json"
+
+
+NO_CLUSTER = ("Error: no running cluster found here (SC_DATA_DIR {}); start `scrapy-cluster up` "
+              "or set REDIS_URL / BUS_BACKEND")
+FEED_TIMEOUT_S = 5  # KAFKA_FEED_TIMEOUT of the Kafka Monitor, which `feed` runs as
+REQUEST = '{"url": "https://example.com", "appid": "app", "crawlid": "c1"}'
+
+
+def run_alone(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The command in an empty directory, with no cluster setting in its environment."""
+    inherited = {k: v for k, v in os.environ.items()
+                 if k not in ("REDIS_URL", "BUS_BACKEND", "KAFKA_HOSTS", "SC_SETTINGS")}
+    return subprocess.run([sys.executable, "-m", "scrapy_cluster", *args], cwd=tmp_path,
+                          env={**inherited, "SC_DATA_DIR": str(tmp_path / "data"), **env},
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("args", [("feed", REQUEST), ("dump", "-t", "demo.crawled_firehose")],
+                         ids=["feed", "dump"])
+def test_without_a_running_cluster_the_command_says_so_and_exits_2(
+        tmp_path: Path, args: tuple[str, ...]) -> None:
+    started = time.monotonic()
+    result = run_alone(tmp_path, *args)
+    assert time.monotonic() - started < FEED_TIMEOUT_S
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [NO_CLUSTER.format(tmp_path / "data")]
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("args", [("feed", REQUEST), ("dump", "-t", "demo.crawled_firehose"),
+                                  ("settings",)], ids=["feed", "dump", "settings"])
+@pytest.mark.parametrize("url", ["localhost:6390", "redis://127.0.0.1:notaport/0"])
+def test_a_malformed_redis_url_is_one_line_without_traceback(
+        tmp_path: Path, args: tuple[str, ...], url: str) -> None:
+    result = run_alone(tmp_path, *args, REDIS_URL=url, BUS_BACKEND="redis")
+    assert result.returncode == 1
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(f"Error: REDIS_URL '{url}' is not a")
+
+
+@pytest.mark.integration
+def test_feed_to_an_unreachable_bus_ends_within_the_feed_timeout_and_promises_nothing(
+        tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = run_alone(tmp_path, "feed", REQUEST, BUS_BACKEND="redis",
+                       REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
+    assert time.monotonic() - started < FEED_TIMEOUT_S + 3
+    assert result.returncode == 1
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("not sent: ")]
+    assert "did not confirm it within 5s" in line
+    for promise in ("stay buffered", "delivered when", "later flush"):
+        assert promise not in result.stderr

@@ -128,7 +128,8 @@ def test_a_crashing_child_shows_its_error_and_its_traceback_in_one_line_each(
     assert shown[1][1].startswith("[worker] ") and shown[1][1].endswith(
         "[worker] ERROR: cannot reach the database")
     assert shown[2][1] == "[worker] Traceback: ValueError: bad config line 3"
-    assert shown[3][1].startswith("worker exited with code 1; restarting in 30.0s")
+    assert shown[3][1].startswith("worker exited with code 1 (ValueError: bad config line 3); "
+                                  "restarting in 30.0s")
     text = logs.path("worker").read_text()
     assert "starting up" in text and "line 6, in load" in text
     assert not any("starting up" in line for line in lines)
@@ -357,3 +358,44 @@ def test_windowed_stats_names_are_what_the_progress_reader_lists(
     redis_client.sadd(keys.crawler_stats_sources(), "node-a:link")
     reading = ProgressReader.from_settings(load_settings(environ={}), redis_client).read()
     assert reading.pages == 4
+
+
+def test_embedded_redis_takes_its_port_again_while_old_connections_wait_in_time_wait(
+        tmp_path: Path) -> None:
+    """A client connected when the server stops leaves the server's side in TIME_WAIT; the
+    next start must still get the remembered port (clients left running reconnect there)."""
+    server = EmbeddedRedis(tmp_path / "data")
+    url = server.start()
+    client = redis.Redis.from_url(url)
+    client.ping()
+    server.stop()
+    again = EmbeddedRedis(tmp_path / "data")
+    try:
+        assert again.start() == url
+        assert client.ping()
+    finally:
+        client.close()
+        again.stop()
+
+
+def test_a_child_exiting_with_an_error_code_has_its_last_line_in_the_restart_event() -> None:
+    lines: list[str] = []
+    bind_failure = [sys.executable, "-c",
+                    "import sys\nprint('[Errno 98] error while attempting to bind on address "
+                    "(\\'127.0.0.1\\', 5343): address already in use', flush=True)\nsys.exit(3)"]
+    supervisor = Supervisor([ChildSpec("rest", bind_failure)], output=Console(lines.append),
+                            backoff_initial_s=60)
+    supervisor.start()
+
+    def restarted() -> bool:
+        supervisor.check_once()
+        return supervisor.restarts()["rest"] == 1
+
+    try:
+        assert wait_until(restarted)
+    finally:
+        supervisor.stop()
+    [restart] = [text for verb, text in events(lines) if verb == "restart"]
+    assert restart.startswith("rest exited with code 3 ([Errno 98] error while attempting to "
+                              "bind on address ('127.0.0.1', 5343): address already in use); "
+                              "restarting in 30.0s")

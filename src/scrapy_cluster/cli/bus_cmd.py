@@ -1,7 +1,11 @@
 """``scrapy-cluster dump`` and ``scrapy-cluster list-topics``: look at the bus, on either backend.
 
 ``dump`` reads outside any consumer group, so it never takes messages away
-from the cluster's components and never moves their positions.
+from the cluster's components and never moves their positions. A ``dump`` that found its
+cluster through a running ``up`` (SC_DATA_DIR/cluster.json) follows it: when the bus stops
+answering it reads cluster.json again and, if ``up`` was restarted on another address, goes on
+reading there (from the end). With no cluster found and none configured both commands stop at
+once with one line (exit 2).
 """
 
 from __future__ import annotations
@@ -17,22 +21,27 @@ from typing import TYPE_CHECKING
 import click
 import orjson
 
-from scrapy_cluster.cli.context import CliContext, pass_cli_context
+from scrapy_cluster.cli.context import CliContext, pass_cli_context, require_cluster
+from scrapy_cluster.embedded.discovery import RUNNING_CLUSTER_SOURCE
 from scrapy_cluster.errors import BusError, BusUnavailableError, ScrapyClusterError
 
 if TYPE_CHECKING:
-    from scrapy_cluster.bus import Consumer, Message, MessageBus
+    from scrapy_cluster.bus import Message, MessageBus
+    from scrapy_cluster.settings import Settings
 
 _POLL_S = 0.5
 _RETRY_PAUSE_S = 1.0
+_FOLLOWED = ("REDIS_URL", "BUS_BACKEND", "KAFKA_HOSTS")
 
 
 @contextmanager
 def _open_bus(cli: CliContext) -> Iterator[MessageBus]:
     from scrapy_cluster.bus import create_bus
 
+    settings = cli.settings()
+    require_cluster(settings)
     try:
-        bus = create_bus(cli.settings())
+        bus = create_bus(settings)
     except ScrapyClusterError as exc:
         raise click.ClickException(str(exc)) from exc
     try:
@@ -41,6 +50,74 @@ def _open_bus(cli: CliContext) -> Iterator[MessageBus]:
         raise click.ClickException(str(exc)) from exc
     finally:
         bus.close()
+
+
+class ClusterReader:
+    """``dump``'s reader; when its settings came from a running ``up`` it follows that ``up``
+    across restarts (see the module docstring). ``poll`` raises BusUnavailableError while the
+    bus is away and no other address was found."""
+
+    def __init__(self, cli: CliContext, topic_names: Sequence[str], *,
+                 from_beginning: bool) -> None:
+        from scrapy_cluster.bus import create_bus
+
+        self._cli = cli
+        self._topic_names = list(topic_names)
+        self.settings = cli.settings()
+        require_cluster(self.settings)
+        self.bus = create_bus(self.settings)
+        try:
+            self.reader = self.bus.reader(self._topic_names, from_beginning=from_beginning)
+        except BaseException:
+            self.bus.close()
+            raise
+
+    def poll(self, max_messages: int, timeout_s: float) -> list[Message]:
+        try:
+            return self.reader.poll(max_messages=max_messages, timeout_s=timeout_s)
+        except BusUnavailableError:
+            if not self._follow():
+                raise
+            return []
+
+    def _follow(self) -> bool:
+        """Reopen on the address a restarted ``up`` now has; False when there is none."""
+        from scrapy_cluster.bus import create_bus
+
+        if not self.settings.source("REDIS_URL").startswith(RUNNING_CLUSTER_SOURCE):
+            return False
+        fresh = self._cli.settings()
+        if not _moved(self.settings, fresh):
+            return False
+        bus = create_bus(fresh)
+        try:
+            reader = bus.reader(self._topic_names, from_beginning=False)
+        except BusError:
+            bus.close()
+            return False
+        self.close()
+        self.settings, self.bus, self.reader = fresh, bus, reader
+        click.echo(f"the cluster moved to {_address(fresh)}; reading there from the end",
+                   err=True)
+        return True
+
+    def close(self) -> None:
+        self.reader.close()
+        self.bus.close()
+
+
+def _moved(current: Settings, fresh: Settings) -> bool:
+    """True when ``fresh`` names a running ``up`` at another address than ``current``."""
+    return fresh.source("REDIS_URL").startswith(RUNNING_CLUSTER_SOURCE) and any(
+        current[name] != fresh[name] for name in _FOLLOWED)
+
+
+def _address(settings: Settings) -> str:
+    from scrapy_cluster.settings.masking import mask_url
+
+    if settings["BUS_BACKEND"] == "kafka":
+        return f"Kafka {settings['KAFKA_HOSTS']}"
+    return mask_url(str(settings["REDIS_URL"]))
 
 
 @contextmanager
@@ -68,7 +145,7 @@ def format_message(message: Message, *, pretty: bool) -> str:
     return message.raw.decode()
 
 
-def _dump(reader: Consumer, *, pretty: bool, max_messages: int | None,
+def _dump(reader: ClusterReader, *, pretty: bool, max_messages: int | None,
           idle_timeout_s: float | None) -> int:
     """Print messages until ``max_messages`` were shown or none came for ``idle_timeout_s``."""
     shown = 0
@@ -108,8 +185,11 @@ def dump_command(cli: CliContext, topic_names: Sequence[str], pretty: bool,
                  from_beginning: bool, max_messages: int | None,
                  idle_timeout_s: float | None) -> None:
     """Print the messages of a topic as they arrive (kafkadump)."""
-    with _open_bus(cli) as bus, _sigterm_as_interrupt():
-        reader = bus.reader(list(topic_names), from_beginning=from_beginning)
+    try:
+        reader = ClusterReader(cli, topic_names, from_beginning=from_beginning)
+    except ScrapyClusterError as exc:
+        raise click.ClickException(str(exc)) from exc
+    with _sigterm_as_interrupt():
         start = "the beginning" if from_beginning else "the end"
         click.echo(f"dumping {', '.join(topic_names)} from {start}; Ctrl-C to stop", err=True)
         try:
@@ -117,6 +197,8 @@ def dump_command(cli: CliContext, topic_names: Sequence[str], pretty: bool,
                   idle_timeout_s=idle_timeout_s)
         except KeyboardInterrupt:
             pass
+        except BusError as exc:
+            raise click.ClickException(str(exc)) from exc
         finally:
             reader.close()
 

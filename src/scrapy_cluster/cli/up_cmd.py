@@ -16,15 +16,21 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from pathlib import Path
+from types import FrameType
 
 import click
 import redis
 
 from scrapy_cluster.cli.context import CliContext, pass_cli_context
 from scrapy_cluster.embedded import ChildSpec, ComponentLogs, Console, EmbeddedRedis, Supervisor
+from scrapy_cluster.embedded.console import TerminalSink, event_line
 from scrapy_cluster.embedded.discovery import clear_running_cluster, write_running_cluster
+from scrapy_cluster.embedded.lock import UpLock
+from scrapy_cluster.embedded.preflight import check_bus, check_port_free, check_redis
 from scrapy_cluster.embedded.progress import ProgressLoop
 from scrapy_cluster.errors import ScrapyClusterError, ServiceError
 from scrapy_cluster.redis_conn import RedisConfig
@@ -95,57 +101,102 @@ def _zookeeper_config(settings: Settings) -> bool:
               help="Crawler engine (CRAWLER_ENGINE): scrapy, or fast (asyncio; link and "
               "wandering spiders).")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="SC_DATA_DIR")
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
+              help="FLASK_PORT: port of the Rest service (API, dashboard, /metrics).")
 @click.option("--progress-interval", type=float, default=None,
               help="UP_PROGRESS_INTERVAL_S: seconds between progress lines (0: none).")
 @click.option("-v", "--verbose", is_flag=True,
               help="Also show every line of every component (they are always in the log files).")
 @pass_cli_context
 def up_command(cli: CliContext, crawlers: int | None, spider: str, engine: str | None,
-               data_dir: str | None, progress_interval: float | None, verbose: bool) -> None:
+               data_dir: str | None, port: int | None, progress_interval: float | None,
+               verbose: bool) -> None:
     """Run the whole cluster on this machine (embedded Redis unless REDIS_URL is set)."""
-    settings = cli.settings(None, SC_DATA_DIR=data_dir, UP_PROGRESS_INTERVAL_S=progress_interval)
-    data_path = Path(settings["SC_DATA_DIR"])
-    embedded, redis_url = _redis(settings, data_path)
-    env = cluster_environment(settings, redis_url)
+    settings = cli.settings(None, SC_DATA_DIR=data_dir, UP_PROGRESS_INTERVAL_S=progress_interval,
+                            FLASK_PORT=port)
     count = crawlers if crawlers is not None else (os.cpu_count() or 1)
-    components = embedded_components(count, spider, config_sync=_zookeeper_config(settings),
-                                     engine=engine)
-    rest_env = rest_environment(settings)
-    logs = ComponentLogs(data_path / LOG_DIR, max_bytes=int(settings["UP_LOG_MAX_BYTES"]),
-                         backups=int(settings["UP_LOG_BACKUPS"]))
-    console = Console(verbose=verbose, logs=logs)
-    supervisor = Supervisor(child_specs(components, {**env, **rest_env}), output=console)
-    write_running_cluster(data_path, env)
-    _print_banner({**env, **rest_env}, settings["KAFKA_TOPIC_PREFIX"],
-                  bool(settings["REST_API_KEYS"]), logs, [name for name, _ in components])
-    client = RedisConfig.from_settings(settings.with_overrides(env)).sync_client(socket_timeout=5)
+    terminal = TerminalSink()
+    _interrupt_on_stop_signals()
     try:
-        _supervise(supervisor, _progress_loop(settings, client, console, supervisor, count))
-    finally:
-        console.event("stopping", "in-flight requests go back to the queues")
-        supervisor.stop(timeout_s=10.0)
-        client.close()
-        clear_running_cluster(data_path)
-        if embedded is not None:
-            embedded.stop()
-        console.event("stopped", "every component")
-        logs.close()
-
-
-def _redis(settings: Settings, data_path: Path) -> tuple[EmbeddedRedis | None, str]:
-    """REDIS_URL when set, else a started embedded server (and its URL)."""
-    if settings["REDIS_URL"]:
-        return None, str(settings["REDIS_URL"])
-    embedded = EmbeddedRedis(data_path)
-    try:
-        return embedded, embedded.start()
+        with ExitStack() as stack:
+            _run(stack, settings, terminal, count, spider, engine, verbose)
     except ServiceError as exc:
         raise click.ClickException(str(exc)) from exc
+    except KeyboardInterrupt:
+        pass
+
+
+def _run(stack: ExitStack, settings: Settings, terminal: TerminalSink, crawlers: int,
+         spider: str, engine: str | None, verbose: bool) -> None:
+    """Start everything, each with its stop pushed on ``stack``; supervise until asked to stop."""
+    data_path = Path(settings["SC_DATA_DIR"])
+    rest_env = rest_environment(settings)
+    _take_data_dir(stack, data_path, terminal, dashboard_base(rest_env))
+    check_port_free(rest_env["REST_HOST"] or "0.0.0.0", int(rest_env["FLASK_PORT"]))
+    redis_url = _redis(stack, settings, data_path)
+    env = cluster_environment(settings, redis_url)
+    shared = settings.with_overrides(env)
+    if settings["REDIS_URL"]:
+        check_redis(shared)
+    check_bus(shared)
+    components = embedded_components(crawlers, spider, config_sync=_zookeeper_config(settings),
+                                     engine=engine)
+    logs = ComponentLogs(data_path / LOG_DIR, max_bytes=int(settings["UP_LOG_MAX_BYTES"]),
+                         backups=int(settings["UP_LOG_BACKUPS"]))
+    console = Console(terminal, verbose=verbose, logs=logs)
+    stack.callback(logs.close)
+    stack.callback(console.event, "stopped", "every component")
+    supervisor = Supervisor(child_specs(components, {**env, **rest_env}), output=console)
+    terminal.on_closed = supervisor.request_stop
+    write_running_cluster(data_path, env)
+    stack.callback(clear_running_cluster, data_path)
+    _print_banner(terminal, {**env, **rest_env}, settings["KAFKA_TOPIC_PREFIX"],
+                  bool(settings["REST_API_KEYS"]), logs, [name for name, _ in components])
+    client = RedisConfig.from_settings(shared).sync_client(socket_timeout=5)
+    stack.callback(client.close)
+    stack.callback(supervisor.stop, timeout_s=10.0)
+    stack.callback(console.event, "stopping", "in-flight requests go back to the queues")
+    _supervise(supervisor, _progress_loop(settings, client, console, supervisor, crawlers))
+
+
+def _take_data_dir(stack: ExitStack, data_path: Path, terminal: TerminalSink,
+                   dashboard: str) -> None:
+    """The data directory's lock (one ``up`` per directory), then what a killed ``up`` left:
+    its cluster.json and a redis-server still running on the directory."""
+    lock = UpLock(data_path)
+    lock.acquire({"dashboard": f"{dashboard}/ui"})
+    stack.callback(lock.release)
+    clear_running_cluster(data_path)
+    leftover = EmbeddedRedis(data_path).stop_leftover()
+    if leftover is not None:
+        terminal(event_line("stopped", f"redis-server (pid {leftover}) a previous up left "
+                            "running on this directory", time.time()))
+
+
+def _redis(stack: ExitStack, settings: Settings, data_path: Path) -> str:
+    """REDIS_URL when set, else the URL of a started embedded server (stopped by ``stack``)."""
+    if settings["REDIS_URL"]:
+        return str(settings["REDIS_URL"])
+    embedded = EmbeddedRedis(data_path)
+    url = embedded.start()
+    stack.callback(embedded.stop)
+    return url
+
+
+def _interrupt_on_stop_signals() -> None:
+    """Until the supervisor runs, SIGTERM and SIGHUP interrupt start-up as Ctrl-C does: what was
+    started so far is stopped on the way out."""
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, interrupt)
 
 
 def _supervise(supervisor: Supervisor, progress: ProgressLoop | None) -> None:
-    """Start the children and the progress lines; supervise until SIGINT/SIGTERM."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    """Start the children and the progress lines; supervise until SIGINT, SIGTERM or SIGHUP
+    (a closed terminal) or until the terminal's output pipe is closed."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda *_: supervisor.request_stop())
     try:
         supervisor.start()
@@ -172,19 +223,23 @@ def _progress_loop(settings: Settings, client: redis.Redis, console: Console,
                         rate_window_s=max(3 * float(settings["STATS_CYCLE"]), 2 * interval_s))
 
 
-def _print_banner(env: Mapping[str, str], prefix: str, keys_required: bool,
-                  logs: ComponentLogs, names: list[str]) -> None:
-    host = "127.0.0.1" if env["REST_HOST"] in ("0.0.0.0", "") else env["REST_HOST"]
-    rest = f"http://{host}:{env['FLASK_PORT']}"
-    click.echo(f"scrapy-cluster up: redis {mask_url(env['REDIS_URL'])}, "
-               f"bus {env['BUS_BACKEND']}")
-    click.echo(f"  dashboard  {rest}/ui" + ("  (API key required)" if keys_required else ""))
-    click.echo(f"  API        {rest}/feed  /poll  /metrics")
-    click.echo("  feed       scrapy-cluster feed "
-               "'{\"url\": \"https://example.com\", \"appid\": \"myapp\", \"crawlid\": \"c1\"}'")
-    click.echo(f"  results    scrapy-cluster dump -t {prefix}.crawled_firehose -p")
-    click.echo(f"  logs       {logs.directory}/ ({_log_names(names)})")
-    click.echo("  stop       Ctrl-C")
+def dashboard_base(rest_env: Mapping[str, str]) -> str:
+    """``http://<host>:<port>`` of the Rest service (loopback when it listens everywhere)."""
+    host = "127.0.0.1" if rest_env["REST_HOST"] in ("0.0.0.0", "") else rest_env["REST_HOST"]
+    return f"http://{host}:{rest_env['FLASK_PORT']}"
+
+
+def _print_banner(echo: Callable[[str], None], env: Mapping[str, str], prefix: str,
+                  keys_required: bool, logs: ComponentLogs, names: list[str]) -> None:
+    rest = dashboard_base(env)
+    echo(f"scrapy-cluster up: redis {mask_url(env['REDIS_URL'])}, bus {env['BUS_BACKEND']}")
+    echo(f"  dashboard  {rest}/ui" + ("  (API key required)" if keys_required else ""))
+    echo(f"  API        {rest}/feed  /poll  /metrics")
+    echo("  feed       scrapy-cluster feed "
+         "'{\"url\": \"https://example.com\", \"appid\": \"myapp\", \"crawlid\": \"c1\"}'")
+    echo(f"  results    scrapy-cluster dump -t {prefix}.crawled_firehose -p")
+    echo(f"  logs       {logs.directory}/ ({_log_names(names)})")
+    echo("  stop       Ctrl-C")
 
 
 def _log_names(names: list[str]) -> str:

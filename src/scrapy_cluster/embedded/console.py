@@ -15,12 +15,14 @@ terminal only its errors (``ErrorEcho``) appear, unless ``verbose``, which shows
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from scrapy_cluster.embedded.logfiles import ComponentLogs
 
@@ -35,6 +37,43 @@ _TRACEBACK_GLUE = ("The above exception", "During handling of the above exceptio
 def stdout_sink(line: str) -> None:
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
+
+
+class TerminalSink:
+    """Standard output that may go away: a closed pipe (``up | head -1``) or a hung-up terminal
+    (a closed window, a dropped ssh session) fail the write with EPIPE or EIO (SIGPIPE is ignored
+    by Python). The first such failure makes the sink silent for good (standard output is
+    pointed at /dev/null, so the interpreter's last flush cannot fail either) and calls
+    ``on_closed`` once: ``up`` then stops its children as on Ctrl-C.
+    """
+
+    def __init__(self, stream: TextIO | None = None,
+                 on_closed: Callable[[], None] = lambda: None) -> None:
+        self._stream = stream
+        self.on_closed = on_closed
+        self.closed = False
+
+    def __call__(self, line: str) -> None:
+        if self.closed:
+            return
+        stream = self._stream or sys.stdout
+        try:
+            stream.write(line + "\n")
+            stream.flush()
+        except OSError:
+            self.closed = True
+            _silence(stream)
+            self.on_closed()
+
+
+def _silence(stream: TextIO) -> None:
+    try:
+        descriptor = stream.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, descriptor)
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def event_line(verb: str, text: str, at_s: float) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 
 CLUSTER_FILE = "cluster.json"
+RUNNING_CLUSTER_SOURCE = "running cluster"  # how ``Settings.source`` names values found here
 
 
 def write_running_cluster(data_dir: Path, env: Mapping[str, str]) -> None:

@@ -4,7 +4,11 @@ backoff, clean stop.
 Used by ``scrapy-cluster up`` and the demo. Each child is described by a ``ChildSpec``;
 adding a component to the embedded cluster is one more spec. What the supervisor has to say
 (a child started, exited, stopped) and every line a child writes go to its ``output``
-(``console.Console``: the terminal and the per-component log files).
+(``console.Console``: the terminal and the per-component log files). A child that exits with
+an error code has its last output line quoted in the restart event, so the reason is on the
+terminal even when the child did not log it as an error (uvicorn's "address already in use").
+Children get SIGTERM when the supervisor's process dies (``parent_death``): spawn them from the
+main thread, which ``run`` is meant to be called in.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from dataclasses import dataclass, field
 from typing import IO, Protocol
 
 from scrapy_cluster.embedded.console import Console
+from scrapy_cluster.embedded.parent_death import parent_death_preexec
+
+LONGEST_REASON = 200
 
 
 class SupervisorOutput(Protocol):
@@ -46,6 +53,7 @@ class _Child:
     started_at_s: float = 0.0
     restarts: int = 0
     next_start_at_s: float = 0.0
+    last_line: str = ""
 
 
 class Supervisor:
@@ -64,6 +72,7 @@ class Supervisor:
         self._stable_after_s = stable_after_s
         self._check_interval_s = check_interval_s
         self._stopping = threading.Event()
+        self._preexec = parent_death_preexec()
 
     def pids(self) -> dict[str, int]:
         """Current pid of each running child."""
@@ -81,21 +90,25 @@ class Supervisor:
         env = {**os.environ, **child.spec.env, "PYTHONUNBUFFERED": "1"}
         child.process = subprocess.Popen(list(child.spec.argv), stdout=subprocess.PIPE,
                                          stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=self._preexec)
         child.started_at_s = time.monotonic()
+        child.last_line = ""
         stream = child.process.stdout
         assert stream is not None
         # The event first: the child's output waits in the pipe until the pump reads it, so its
         # log file always opens with the "started" line.
         self.output.event("started", f"{child.spec.name} (pid {child.process.pid})",
                           component=child.spec.name)
-        child.pump = threading.Thread(target=self._pump, args=(child.spec.name, stream),
+        child.pump = threading.Thread(target=self._pump, args=(child, stream),
                                       name=f"log-{child.spec.name}", daemon=True)
         child.pump.start()
 
-    def _pump(self, name: str, stream: IO[bytes]) -> None:
+    def _pump(self, child: _Child, stream: IO[bytes]) -> None:
         for raw in iter(stream.readline, b""):
-            self.output.child_line(name, raw.decode("utf-8", "replace").rstrip("\r\n"))
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if line.strip():
+                child.last_line = line
+            self.output.child_line(child.spec.name, line)
         stream.close()
 
     def check_once(self) -> None:
@@ -117,9 +130,9 @@ class Supervisor:
             child.restarts += 1
             child.process = None
             child.next_start_at_s = now + delay_s
-            self.output.event("restart", f"{child.spec.name} exited with code {code}; "
-                              f"restarting in {delay_s:.1f}s (restart #{child.restarts})",
-                              component=child.spec.name)
+            self.output.event("restart", f"{child.spec.name} exited with code {code}"
+                              f"{_reason(code, child.last_line)}; restarting in {delay_s:.1f}s "
+                              f"(restart #{child.restarts})", component=child.spec.name)
 
     def run(self, until: Callable[[], bool] | None = None) -> None:
         """Supervise until ``stop()`` is called (or ``until()`` turns true)."""
@@ -154,6 +167,15 @@ class Supervisor:
             self.output.event("stopped", f"{child.spec.name} (exit code {process.returncode})",
                               component=child.spec.name)
         return {c.spec.name: (c.process.returncode if c.process else None) for c in self._children}
+
+
+def _reason(code: int, last_line: str) -> str:
+    """`` (<last output line>)`` of a child that exited with an error code; '' when it was
+    killed by a signal (the code says why) or said nothing."""
+    if code <= 0 or not last_line.strip():
+        return ""
+    text = last_line.strip()
+    return f" ({text[:LONGEST_REASON]}{'...' if len(text) > LONGEST_REASON else ''})"
 
 
 def _drain(pump: threading.Thread | None, timeout_s: float = 5.0) -> None:
