@@ -16,7 +16,8 @@ import redis
 from tests.support.services import RedisServer
 from tests.support.starting import external_or_started
 
-pytest_plugins = ["tests.support.zookeeper_fixtures", "tests.support.bus_fixtures"]
+pytest_plugins = ["tests.support.zookeeper_fixtures", "tests.support.bus_fixtures",
+                  "tests.support.up_process"]
 
 
 @pytest.fixture(scope="session")
