@@ -389,7 +389,9 @@ _declare("Circuit breaker", "RETRY_AFTER_MAX_S", 3600,
 
 # --- Rest ---------------------------------------------------------------
 _declare("Rest", "FLASK_LOGGING_ENABLED", True, "Log each HTTP request of the Rest service.", (REST,))
-_declare("Rest", "FLASK_PORT", 5343, "Port of the Rest service (`SC` in hexadecimal).", (REST,))
+_declare("Rest", "FLASK_PORT", 5343,
+         "Port of the Rest service (`SC` in hexadecimal); `scrapy-cluster rest --port` and "
+         "`scrapy-cluster up --port` set it.", (REST,))
 _declare("Rest", "DAEMON_THREAD_JOIN_TIMEOUT", 10,
          "Seconds the Rest service's background workers get to stop.", (REST,))
 _declare("Rest", "WAIT_FOR_RESPONSE_TIME", 5,
