@@ -21,11 +21,12 @@ demo: $(INSTALLED)
 
 ## test: set everything up, then run every test (unit and integration) but the reliability suite
 test: setup
-	$(BIN)/pytest --durations=10 --ignore=tests/reliability $(PYTEST_ARGS)
+	$(BIN)/pytest --durations=10 --ignore=tests/reliability -m "not reliability" $(PYTEST_ARGS)
 
-## test-reliability: faults, bad input and hostile pages (docs/reliability.md; the pre-release run)
+## test-reliability: faults, restarts, bad input and hostile pages: tests/reliability and every
+## test marked `reliability` elsewhere (docs/reliability.md; the pre-release run)
 test-reliability: setup
-	$(BIN)/pytest --durations=10 tests/reliability $(PYTEST_ARGS)
+	$(BIN)/pytest --durations=10 -m reliability tests $(PYTEST_ARGS)
 
 ## test-redis62: the Redis-facing suites against the Redis 6.2 the embedded cluster runs
 test-redis62: $(INSTALLED)

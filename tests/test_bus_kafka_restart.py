@@ -25,7 +25,7 @@ from tests.support.bus_fixtures import KAFKA_TEST_SESSION_TIMEOUT_MS
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.starting import external_or_started
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.reliability]  # a restart story: make test-reliability
 
 DELIVERY_TIMEOUT_MS = 3000
 

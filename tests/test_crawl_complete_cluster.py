@@ -227,6 +227,7 @@ def test_a_finished_crawl_leaves_no_key_after_the_state_ttl(setup: Setup) -> Non
     assert client.zscore(keys.crawls_idle(), f"link\t{crawlid}") is None
 
 
+@pytest.mark.reliability  # a kill story: make test-reliability
 def test_a_crawl_completes_once_after_a_crawler_is_killed_mid_crawl(
         tmp_path: Path, kafka_bootstrap: str) -> None:
     config = SiteConfig(page_delay_s=0.4, pages_per_host=12)

@@ -167,6 +167,7 @@ def test_two_monitors_handle_ten_thousand_requests_exactly_once(
 
 
 @pytest.mark.slow
+@pytest.mark.reliability  # a kill story (up to 90 s on Kafka): make test-reliability
 def test_monitor_killed_mid_batch_loses_nothing(env: dict[str, str], monitors: Monitors,
                                                redis_client: redis.Redis) -> None:
     env_small = {**env, "KAFKA_MONITOR_BATCH_SIZE": "50"}

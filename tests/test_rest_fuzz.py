@@ -306,7 +306,9 @@ def check_answer(probe: Probe, body: bytes, response: httpx.Response) -> None:
     code = response.status_code
     assert code < 500, f"{code} for {probe!r}: {response.text}"
     answer = response.json()
-    assert set(answer) == {"status", "data", "error"}, answer
+    # the wrapper, plus `warnings` (a list of texts) on an accepted request that has some
+    assert set(answer) - {"warnings"} == {"status", "data", "error"}, answer
+    assert all(isinstance(text, str) for text in answer.get("warnings", [])), answer
     if code == 200:
         assert answer["status"] == "SUCCESS" and answer["error"] is None, answer
     else:

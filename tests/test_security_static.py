@@ -142,9 +142,13 @@ def test_an_expression_in_a_string_env_var_or_flag_stays_a_string(tmp_path: Path
     expression = f'__import__("os").system("{MARKER_COMMAND.format(marker=marker)}")'
     settings = load_settings("rest", environ={"KAFKA_TOPIC_PREFIX": expression},
                              overrides={"REDIS_URL": expression})
-    result = CliRunner().invoke(main, ["--redis-url", expression, "settings", "REDIS_URL"])
+    result = CliRunner().invoke(main, ["--kafka-hosts", expression, "settings", "KAFKA_HOSTS"])
+    refused = CliRunner().invoke(main, ["--redis-url", expression, "settings", "REDIS_URL"])
     assert (settings["KAFKA_TOPIC_PREFIX"], settings["REDIS_URL"]) == (expression, expression)
     assert json.dumps(expression) in result.output  # printed as a JSON string
+    # a REDIS_URL is checked before use: refused in one line that quotes the text as it is
+    assert refused.exit_code == 1 and f"Error: REDIS_URL {expression!r} is not a Redis URL" \
+        in refused.output
     assert not marker.exists()
 
 
