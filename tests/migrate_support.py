@@ -13,6 +13,7 @@ from click.testing import CliRunner, Result
 
 from scrapy_cluster.cli import main
 from scrapy_cluster.migration.legacy import legacy_fingerprint
+from scrapy_cluster.testing.site import SiteConfig, SiteServer
 
 ORIGINAL_DUPEFILTER_TTL_S = 600
 UJSON_DOUBLE_PRECISION = 10
@@ -262,3 +263,35 @@ def moved(result: Result) -> int:
     first = next(line for line in result.stdout.splitlines() if "item(s)" in line)
     words = first.split()
     return int(words[words.index("item(s)") - 1])
+
+
+CRAWL_TIMEOUT_S = 60.0
+QUIET_S = 1.5
+
+
+class LoggingSite(SiteServer):
+    """The test site, also keeping every page requested (robots.txt left out), in order."""
+
+    def __init__(self, config: SiteConfig, port: int) -> None:
+        super().__init__(config, port)
+        self.requested: list[str] = []
+
+    def record(self, host: str, path: str) -> None:
+        super().record(host, path)
+        if path != "/robots.txt":
+            with self._lock:
+                self.requested.append(self.site.url(host, path))
+
+
+def crawl_until_quiet(site: LoggingSite, expected: set[str]) -> None:
+    """Wait until every ``expected`` page was requested and the site has been quiet QUIET_S."""
+    deadline, quiet_since, last = time.monotonic() + CRAWL_TIMEOUT_S, time.monotonic(), 0
+    while time.monotonic() < deadline:
+        count = len(site.requested)
+        if count != last:
+            last, quiet_since = count, time.monotonic()
+        if expected <= set(site.requested) and time.monotonic() - quiet_since >= QUIET_S:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"not fetched within {CRAWL_TIMEOUT_S} s: "
+                         f"{sorted(expected - set(site.requested))}")

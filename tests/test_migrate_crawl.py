@@ -10,17 +10,18 @@ the one still queued is fetched once, although a page of the crawl links to both
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 
-from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from scrapy_cluster.testing.site import SiteConfig
 from tests.migrate_support import (
+    LoggingSite,
     OriginalRedis,
     api_request,
+    crawl_until_quiet,
     link_request,
     member,
     run_migrate,
@@ -37,22 +38,8 @@ PRIORITIES = (5, 90, 20, 90, 20, 5, 50)
 GRAPH = (((LINKED, 0), ((LINKED, 1), (LINKED, 2), (LINKED, 3))),
          *(((ORDERED, n), ()) for n in range(len(PRIORITIES))),
          ((LINKED, 4), ()), ((LINKED, 5), ()))
-CRAWL_TIMEOUT_S = 60.0
-QUIET_S = 1.5
 
 
-class LoggingSite(SiteServer):
-    """The test site, also keeping the order in which pages were requested."""
-
-    def __init__(self, config: SiteConfig, port: int) -> None:
-        super().__init__(config, port)
-        self.requested: list[str] = []
-
-    def record(self, host: str, path: str) -> None:
-        super().record(host, path)
-        if path != "/robots.txt":
-            with self._lock:
-                self.requested.append(self.site.url(host, path))
 
 
 def _original_state(original: OriginalRedis, site: LoggingSite, tmp: Path) -> tuple[list[str], Path]:
@@ -72,17 +59,6 @@ def _original_state(original: OriginalRedis, site: LoggingSite, tmp: Path) -> tu
     return [r["url"] for r in sorted(ordered, key=lambda r: (score(r), member(r)))], seen
 
 
-def _crawl_until_quiet(site: LoggingSite, expected: set[str]) -> None:
-    deadline, quiet_since, last = time.monotonic() + CRAWL_TIMEOUT_S, time.monotonic(), 0
-    while time.monotonic() < deadline:
-        count = len(site.requested)
-        if count != last:
-            last, quiet_since = count, time.monotonic()
-        if expected <= set(site.requested) and time.monotonic() - quiet_since >= QUIET_S:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"not fetched within {CRAWL_TIMEOUT_S} s: "
-                         f"{sorted(expected - set(site.requested))}")
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +78,7 @@ def crawled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LoggingS
         cluster.start_crawler("link", CRAWLER_CONCURRENCY="1", CRAWLER_PER_DOMAIN_CONCURRENCY="1",
                               SCHEDULER_BUFFER_SIZE="1")
         page = site.site.page_url
-        _crawl_until_quiet(site, {*order, page((LINKED, 0)), page((LINKED, 2)),
+        crawl_until_quiet(site, {*order, page((LINKED, 0)), page((LINKED, 2)),
                                   page((LINKED, 3))})
         yield site, order
     finally:

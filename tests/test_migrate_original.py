@@ -10,16 +10,17 @@ fetches each of them from the local test site once.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
 from scrapy_cluster import keys
-from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from scrapy_cluster.testing.site import SiteConfig
 from tests.migrate_support import (
+    LoggingSite,
     OriginalRedis,
+    crawl_until_quiet,
     crawler_link,
     crawler_redirect,
     crawler_retry,
@@ -35,8 +36,6 @@ from tests.test_crawler_cluster import Cluster
 
 SEEDS, LINKS = "127.0.0.85", "127.0.0.86"
 GRAPH = tuple(((host, n), ()) for host, count in ((SEEDS, 2), (LINKS, 7)) for n in range(count))
-CRAWL_TIMEOUT_S = 60.0
-QUIET_S = 1.5
 MAPPED = ("  mapped fields: meta.priority → queue score × 5, meta.redirect_times → "
           "redirect_times × 1, null values → unset × 55, priority → queue score × 2")
 DROPPED = ("  dropped fields: _encoding × 5, flags × 5, meta.download_latency × 4, "
@@ -60,18 +59,6 @@ def test_the_fixture_writer_writes_the_bytes_of_ujson_1_35() -> None:
         '{"download_latency":0.073120451,"download_timeout":10,"r":["http:\\/\\/a\\/"]}'
 
 
-class LoggingSite(SiteServer):
-    """The test site, also keeping every page requested, in order."""
-
-    def __init__(self, config: SiteConfig, port: int) -> None:
-        super().__init__(config, port)
-        self.requested: list[str] = []
-
-    def record(self, host: str, path: str) -> None:
-        super().record(host, path)
-        if path != "/robots.txt":
-            with self._lock:
-                self.requested.append(self.site.url(host, path))
 
 
 @dataclass
@@ -108,17 +95,6 @@ def _original_queues(original: OriginalRedis, site: LoggingSite) -> list[str]:
     return [request["url"] for request in (*seeds, *links)]
 
 
-def _crawl_until_quiet(site: LoggingSite, expected: set[str]) -> None:
-    deadline, quiet_since, last = time.monotonic() + CRAWL_TIMEOUT_S, time.monotonic(), 0
-    while time.monotonic() < deadline:
-        count = len(site.requested)
-        if count != last:
-            last, quiet_since = count, time.monotonic()
-        if expected <= set(site.requested) and time.monotonic() - quiet_since >= QUIET_S:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"not fetched within {CRAWL_TIMEOUT_S} s: "
-                         f"{sorted(expected - set(site.requested))}")
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +113,7 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Migrated]:
         result = run_migrate("--from", server.url)
         rejected = int(cluster.client.llen(keys.migration_rejected()))
         cluster.start_crawler("link", CRAWLER_CONCURRENCY="1")
-        _crawl_until_quiet(site, set(imported))
+        crawl_until_quiet(site, set(imported))
         yield Migrated(site, imported, result.stdout.splitlines(), rejected)
     finally:
         for process in cluster.processes:
