@@ -24,8 +24,8 @@ from scrapy_cluster.bus import create_bus, topics
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.settings import load_settings
 from scrapy_cluster.testing.site import LATIN1_BODY, SiteConfig, SiteServer
-from tests.support.services import RedisServer, ServiceUnavailable, free_port
-from tests.support.starting import service_unavailable
+from tests.support.services import RedisServer, free_port
+from tests.support.starting import started
 
 pytestmark = pytest.mark.integration
 
@@ -110,12 +110,7 @@ class Cluster:
 
 
 def _start(tmp: Path, site_config: SiteConfig) -> tuple[RedisServer, SiteServer]:
-    try:
-        server = RedisServer(tmp / "redis")
-        server.start()
-    except ServiceUnavailable as exc:
-        service_unavailable(exc)
-        raise
+    server = started(RedisServer(tmp / "redis"))
     return server, SiteServer(site_config, free_port()).start()
 
 

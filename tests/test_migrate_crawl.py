@@ -27,8 +27,8 @@ from tests.migrate_support import (
     run_migrate,
     score,
 )
-from tests.support.services import RedisServer, ServiceUnavailable, free_port
-from tests.support.starting import service_unavailable
+from tests.support.services import RedisServer, free_port
+from tests.support.starting import started
 from tests.test_crawler_cluster import Cluster
 
 pytestmark = pytest.mark.integration
@@ -64,12 +64,7 @@ def _original_state(original: OriginalRedis, site: LoggingSite, tmp: Path) -> tu
 @pytest.fixture(scope="module")
 def crawled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LoggingSite, list[str]]]:
     tmp = tmp_path_factory.mktemp("migrate-crawl")
-    try:
-        server = RedisServer(tmp / "redis")
-        server.start()
-    except ServiceUnavailable as exc:
-        service_unavailable(exc)
-        raise
+    server = started(RedisServer(tmp / "redis"))
     site = LoggingSite(SiteConfig(hosts=(ORDERED, LINKED), graph=GRAPH), free_port()).start()
     cluster = Cluster(tmp, server, site)
     try:

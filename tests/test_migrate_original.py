@@ -30,8 +30,8 @@ from tests.migrate_support import (
     run_migrate,
     ujson_dumps,
 )
-from tests.support.services import RedisServer, ServiceUnavailable, free_port
-from tests.support.starting import service_unavailable
+from tests.support.services import RedisServer, free_port
+from tests.support.starting import started
 from tests.test_crawler_cluster import Cluster
 
 SEEDS, LINKS = "127.0.0.85", "127.0.0.86"
@@ -100,12 +100,7 @@ def _original_queues(original: OriginalRedis, site: LoggingSite) -> list[str]:
 @pytest.fixture(scope="module")
 def migrated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Migrated]:
     tmp = tmp_path_factory.mktemp("migrate-original")
-    try:
-        server = RedisServer(tmp / "redis")
-        server.start()
-    except ServiceUnavailable as exc:
-        service_unavailable(exc)
-        raise
+    server = started(RedisServer(tmp / "redis"))
     site = LoggingSite(SiteConfig(hosts=(SEEDS, LINKS), graph=GRAPH), free_port()).start()
     cluster = Cluster(tmp, server, site)
     try:

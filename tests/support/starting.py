@@ -24,6 +24,16 @@ def service_unavailable(exc: Exception) -> None:
     pytest.skip(f"test service unavailable: {exc}")
 
 
+def started(server: Server) -> Server:
+    """``server`` started, or the test failed (CI) / skipped as ``service_unavailable`` says."""
+    try:
+        server.start()
+    except ServiceUnavailable as exc:
+        service_unavailable(exc)
+        raise
+    return server
+
+
 def external_or_started(external: str | None, build: Callable[[], Server]) -> Iterator[str | Server]:
     """Yield ``external`` when given; else build, start, yield and finally stop a server."""
     if external:
