@@ -11,7 +11,10 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-dev
 ZK_SERVER_SCRIPT := /usr/share/zookeeper/bin/zkServer.sh
 PYTEST_ARGS ?=
-# The slowest tests are listed at the end of `make test`, to keep the suite under 10 minutes.
+# `make test` runs on PYTEST_WORKERS pytest-xdist workers (0: one process); each test file runs
+# whole on one worker (tests/conftest.py). The slowest tests are listed at the end, to keep the
+# suite under 20 minutes on 2 cores.
+PYTEST_WORKERS ?= 2
 
 .PHONY: demo test test-reliability test-redis62 test-fast lint bench docs setup system-deps
 
@@ -19,9 +22,11 @@ PYTEST_ARGS ?=
 demo: $(INSTALLED)
 	$(BIN)/scrapy-cluster demo
 
-## test: set everything up, then run every test (unit and integration) but the reliability suite
+## test: set everything up, then run every test (unit and integration) but the reliability suite,
+## on PYTEST_WORKERS (2) workers
 test: setup
-	$(BIN)/pytest --durations=10 --ignore=tests/reliability -m "not reliability" $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=10 --ignore=tests/reliability \
+		-m "not reliability" $(PYTEST_ARGS)
 
 ## test-reliability: faults, restarts, bad input and hostile pages: tests/reliability and every
 ## test marked `reliability` elsewhere (docs/reliability.md; the pre-release run)
@@ -34,14 +39,15 @@ test-redis62: $(INSTALLED)
 		$(BIN)/pytest -m "not slow" -k "not kafka]" tests/test_frontier_*.py tests/test_stats.py \
 		tests/test_queues.py tests/test_kafka_monitor_loop.py tests/test_bus_contract.py $(PYTEST_ARGS)
 
-## test-fast: unit tests only (no servers, no subprocesses)
+## test-fast: unit tests only (no servers, no subprocesses), on PYTEST_WORKERS workers
 test-fast: $(INSTALLED)
-	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not integration" $(PYTEST_ARGS)
 
-## lint: ruff and mypy
+## lint: ruff, mypy (strict for src/) and the import layering (.importlinter; docs/architecture.md)
 lint: $(INSTALLED)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo
 
 ## bench: run every benchmarks/*.py script (numbers go to docs/benchmarks.md by hand)
 bench: setup

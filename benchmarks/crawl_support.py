@@ -23,8 +23,11 @@ from typing import Any
 import psutil
 import redis
 
-from scrapy_cluster.testing.nginx import NginxSite, find_nginx, nginx_version
-from scrapy_cluster.testing.site import GeneratedSite, SiteConfig
+from scrapy_cluster.sitegen.site import GeneratedSite, SiteConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository, for tests.support
+
+from tests.support.nginx import NginxSite, find_nginx, nginx_version  # noqa: E402
 
 PY = sys.executable
 MONITOR_END = "crawl-bench-monitor-end"
@@ -140,7 +143,7 @@ def start_site(workdir: Path, port: int, status_port: int, *, pages: int, links:
         return Site(port, f"{nginx_version(binary)}, 1 worker process", nginx.hits, nginx.stop,
                     nginx.pids)
     process = subprocess.Popen(
-        [PY, "-m", "scrapy_cluster.testing.site", "--port", str(port), "--pages", str(pages),
+        [PY, "-m", "scrapy_cluster.sitegen.site", "--port", str(port), "--pages", str(pages),
          "--links", str(links), "--page-bytes", str(page_bytes), "--hosts", ",".join(hosts)],
         start_new_session=True)
     time.sleep(1.5)
@@ -343,7 +346,7 @@ async def _bare_loop(seed: str, *, concurrency: int, max_pages: int, max_seconds
     import aiohttp
     from lxml import etree
 
-    from scrapy_cluster.crawler.links import links_in_tree
+    from scrapy_cluster.crawler.common.link_rules import links_in_tree
 
     parser = etree.HTMLParser(encoding="utf-8")
     queue: asyncio.Queue[str] = asyncio.Queue()

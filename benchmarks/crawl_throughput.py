@@ -2,9 +2,9 @@
 scrapy-redis vs a bare asyncio loop, on one generated site.
 
 Not run by CI. Usage: ``.venv/bin/python benchmarks/crawl_throughput.py [--pages 1500]``.
-Starts a private redis-server and the generated site (``scrapy_cluster.testing.site``: 7 KB
+Starts a private redis-server and the generated site (``scrapy_cluster.sitegen.site``: 7 KB
 pages with 20 links on 127.0.0.2 and 127.0.0.3), served as static files by nginx
-(``scrapy_cluster.testing.nginx``, one worker) or, without nginx or with ``--python-site``,
+(``tests/support/nginx.py``, one worker) or, without nginx or with ``--python-site``,
 by the Python server. For each variant, over the same steady window of pages served (after a
 warm-up): pages/s (the site's own request counter), crawler CPU ms per page (/proc
 utime+stime), Redis commands per page as the server counts them (INFO
@@ -438,6 +438,72 @@ def start_kafka(workdir: Path) -> Any:
     return broker
 
 
+def build_variants(args: argparse.Namespace, sites: dict[str, Site], client: redis.Redis,
+                   redis_url: str, workdir: Path
+                   ) -> tuple[dict[str, Callable[[], dict[str, Any]]], set[str]]:
+    """The variants to run, by name, and the labels of those that use Redis."""
+    variants: dict[str, Callable[[], dict[str, Any]]] = {}
+    uses_redis: set[str] = set()
+    selected = args.only.split(",")
+    for letter, description in BASE_VARIANTS.items():
+        if letter not in selected:
+            continue
+        for scheme, site in sites.items():
+            for bus in (args.buses if letter in CLUSTER_LETTERS else [args.buses[0]]):
+                label = "(" + " ".join([letter] + ["tls"] * (scheme == "https")
+                                       + ["kafka"] * (bus == "kafka"
+                                                      and letter in CLUSTER_LETTERS)) + ")"
+                suffix = "".join([", HTTPS"] * (scheme == "https")
+                                 + [", Kafka bus"] * (bus == "kafka"
+                                                      and letter in CLUSTER_LETTERS))
+                variants[f"{label} {description}{suffix}"] = variant_runner(
+                    letter, site, client, redis_url, args, workdir, bus)
+                if letter in (*CLUSTER_LETTERS, "c"):
+                    uses_redis.add(label)
+    return variants, uses_redis
+
+
+def run_variants(variants: dict[str, Callable[[], dict[str, Any]]], workdir: Path
+                 ) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
+    """Runs each variant in turn: pages/s and the whole result, by label."""
+    rates: dict[str, float] = {}
+    results: dict[str, dict[str, Any]] = {}
+    for name, run in variants.items():
+        label = name.split(")", 1)[0] + ")"
+        try:
+            result = run()
+        except (RuntimeError, ZeroDivisionError) as exc:
+            print(f"{name:34} not measured: {exc} (logs in {workdir})")
+            continue
+        rates[label] = result["pages_s"]
+        results[label] = result
+        report(name, result)
+    return rates, results
+
+
+def print_ratios(rates: dict[str, float], results: dict[str, dict[str, Any]]) -> None:
+    """The ratios between variants, then HTTPS vs HTTP and Kafka vs Redis Streams."""
+    for top, bottom in (("(a)", "(b)"), ("(a)", "(b0)"), ("(a)", "(c)"), ("(d)", "(a)"),
+                        ("(e)", "(b)"), ("(e)", "(b0)"), ("(e)", "(a)"), ("(e)", "(g)"),
+                        ("(f)", "(e)")):
+        for tail in ("", " tls", " kafka", " tls kafka"):
+            a, b = top[:-1] + tail + ")", bottom[:-1] + tail + ")"
+            if b not in rates:  # a variant without a bus has no " kafka" label
+                b = b.replace(" kafka", "")
+            if a in rates and b in rates and a != b:
+                print(f"{a}/{b} = {rates[a] / rates[b]:.2f}")
+    print("same variant, HTTPS vs HTTP and Kafka vs Redis Streams bus:")
+    for label in list(rates):
+        for part in (" tls", " kafka"):
+            base = label.replace(part, "")
+            if label != base and base in rates:
+                print(f"{label}/{base} = {rates[label] / rates[base]:.2f} (pages/s; crawler "
+                      f"CPU ms/page {results[label]['cpu_ms_page']:.2f} vs "
+                      f"{results[base]['cpu_ms_page']:.2f}; Redis CPU µs/page "
+                      f"{results[label]['redis_cpu_ms_page'] * 1000:.0f} vs "
+                      f"{results[base]['redis_cpu_ms_page'] * 1000:.0f})")
+
+
 def main() -> None:
     args = parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="crawl-bench-"))
@@ -465,55 +531,9 @@ def main() -> None:
         redis_url = f"redis://127.0.0.1:{redis_port}/0"
         args.redis_pid = redis_proc.pid
         client = redis.Redis.from_url(redis_url)
-        variants: dict[str, Callable[[], dict[str, Any]]] = {}
-        uses_redis: set[str] = set()
-        selected = args.only.split(",")
-        for letter, description in BASE_VARIANTS.items():
-            if letter not in selected:
-                continue
-            for scheme, site in sites.items():
-                for bus in (args.buses if letter in CLUSTER_LETTERS else [args.buses[0]]):
-                    label = "(" + " ".join([letter] + ["tls"] * (scheme == "https")
-                                           + ["kafka"] * (bus == "kafka"
-                                                          and letter in CLUSTER_LETTERS)) + ")"
-                    suffix = "".join([", HTTPS"] * (scheme == "https")
-                                     + [", Kafka bus"] * (bus == "kafka"
-                                                          and letter in CLUSTER_LETTERS))
-                    variants[f"{label} {description}{suffix}"] = variant_runner(
-                        letter, site, client, redis_url, args, workdir, bus)
-                    if letter in (*CLUSTER_LETTERS, "c"):
-                        uses_redis.add(label)
-        rates: dict[str, float] = {}
-        results: dict[str, dict[str, Any]] = {}
-        for name, run in variants.items():
-            label = name.split(")", 1)[0] + ")"
-            try:
-                result = run()
-            except (RuntimeError, ZeroDivisionError) as exc:
-                print(f"{name:34} not measured: {exc} (logs in {workdir})")
-                continue
-            rates[label] = result["pages_s"]
-            results[label] = result
-            report(name, result)
-        for top, bottom in (("(a)", "(b)"), ("(a)", "(b0)"), ("(a)", "(c)"), ("(d)", "(a)"),
-                            ("(e)", "(b)"), ("(e)", "(b0)"), ("(e)", "(a)"), ("(e)", "(g)"),
-                            ("(f)", "(e)")):
-            for tail in ("", " tls", " kafka", " tls kafka"):
-                a, b = top[:-1] + tail + ")", bottom[:-1] + tail + ")"
-                if b not in rates:  # a variant without a bus has no " kafka" label
-                    b = b.replace(" kafka", "")
-                if a in rates and b in rates and a != b:
-                    print(f"{a}/{b} = {rates[a] / rates[b]:.2f}")
-        print("same variant, HTTPS vs HTTP and Kafka vs Redis Streams bus:")
-        for label in list(rates):
-            for part in (" tls", " kafka"):
-                base = label.replace(part, "")
-                if label != base and base in rates:
-                    print(f"{label}/{base} = {rates[label] / rates[base]:.2f} (pages/s; crawler "
-                          f"CPU ms/page {results[label]['cpu_ms_page']:.2f} vs "
-                          f"{results[base]['cpu_ms_page']:.2f}; Redis CPU µs/page "
-                          f"{results[label]['redis_cpu_ms_page'] * 1000:.0f} vs "
-                          f"{results[base]['redis_cpu_ms_page'] * 1000:.0f})")
+        variants, uses_redis = build_variants(args, sites, client, redis_url, workdir)
+        rates, results = run_variants(variants, workdir)
+        print_ratios(rates, results)
         table(results, uses_redis)
         first = next(iter(sites.values()))
         if args.profile_pages:

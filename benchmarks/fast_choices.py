@@ -5,7 +5,7 @@ Not run by CI. Usage::
     .venv/bin/python benchmarks/fast_choices.py [--pages 5000] [--concurrency 64] [--rounds 3]
         [--uvloop] [--python-site]
 
-Starts the generated site (``scrapy_cluster.testing.site``: the crawl throughput benchmark's
+Starts the generated site (``scrapy_cluster.sitegen.site``: the crawl throughput benchmark's
 page shape, 7 KB pages with 20 links) on four loopback hosts 127.0.0.2-5, served as static
 files by nginx (one worker, ``crawl_support.start_site``) or by the Python server without
 nginx / with ``--python-site``.
@@ -58,8 +58,9 @@ from selectolax.lexbor import LexborHTMLParser
 from w3lib.html import get_base_url, strip_html5_whitespace
 from w3lib.url import safe_url_string
 
-from scrapy_cluster.crawler.links import _PLAIN_ABSOLUTE_URL, extract_links
-from scrapy_cluster.testing.site import GeneratedSite, SiteConfig
+from scrapy_cluster.crawler.common.link_rules import _PLAIN_ABSOLUTE_URL
+from scrapy_cluster.crawler.page_links import extract_links
+from scrapy_cluster.sitegen.site import GeneratedSite, SiteConfig
 
 HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
 PAGES_PER_HOST, LINKS, PAGE_BYTES = 1500, 20, 7000  # crawl_throughput.py's page shape

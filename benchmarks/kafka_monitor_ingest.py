@@ -44,6 +44,7 @@ from tests.support.kafka_broker import KafkaBroker  # noqa: E402
 from tests.support.services import RedisServer  # noqa: E402
 
 from scrapy_cluster import keys  # noqa: E402
+from scrapy_cluster.api import SCHEMA_DIR  # noqa: E402
 from scrapy_cluster.bus import create_bus  # noqa: E402
 from scrapy_cluster.frontier import Frontier  # noqa: E402
 from scrapy_cluster.kafka_monitor.loader import (  # noqa: E402
@@ -52,7 +53,6 @@ from scrapy_cluster.kafka_monitor.loader import (  # noqa: E402
     plugin_classes,
 )
 from scrapy_cluster.kafka_monitor.monitor import KafkaMonitor  # noqa: E402
-from scrapy_cluster.kafka_monitor.plugins.base import SCHEMA_DIR  # noqa: E402
 from scrapy_cluster.settings import Settings, load_settings  # noqa: E402
 
 LOGGER = logging.getLogger("bench-kafka-monitor")

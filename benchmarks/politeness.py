@@ -58,9 +58,18 @@ from frontier_support import throwaway_redis
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
 from scrapy_cluster.settings import load_settings
-from scrapy_cluster.testing.nginx import NginxSite, find_nginx
-from scrapy_cluster.testing.politeness import Limit, gaps, max_in_window, percentile, utilisation
-from scrapy_cluster.testing.site import GeneratedSite, SiteConfig
+from scrapy_cluster.sitegen.site import GeneratedSite, SiteConfig
+from scrapy_cluster.sitegen.throttle_measure import (
+    Limit,
+    gaps,
+    max_in_window,
+    percentile,
+    utilisation,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository, for tests.support
+
+from tests.support.nginx import NginxSite, find_nginx  # noqa: E402
 
 PY = sys.executable
 WARMUP_S = 12.0

@@ -2,6 +2,11 @@
 
 With ``CI`` set, a service that cannot start is a test error; otherwise the
 test is skipped with the reason and the install hint.
+
+Under ``pytest -n N --dist loadgroup`` (``make test``) every worker starts its own
+session services (on free ports, in its own temporary directory), each test file runs
+whole on one worker (so its module fixtures start once), and the tests marked
+``xdist_group("cpu-sensitive")`` run on one worker one after another.
 """
 
 from __future__ import annotations
@@ -18,6 +23,16 @@ from tests.support.starting import external_or_started
 
 pytest_plugins = ["tests.support.zookeeper_fixtures", "tests.support.bus_fixtures",
                   "tests.support.up_process"]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup``, a test without an ``xdist_group`` is grouped by its file."""
+    if config.getoption("dist", "no") != "loadgroup":
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 @pytest.fixture(scope="session")

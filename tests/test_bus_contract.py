@@ -139,14 +139,13 @@ time.sleep(600)
 def test_unacknowledged_messages_are_redelivered_after_their_consumer_dies(
         bus: MessageBus, bus_backend: BusBackend, topic: str) -> None:
     produce_all(bus, topic, [{"n": n} for n in range(5)])
-    dying = subprocess.Popen([sys.executable, "-c", _DYING_CONSUMER, json.dumps(bus_backend[1]),
-                              topic, "crash"], stdout=subprocess.PIPE, text=True)
-    try:
-        assert dying.stdout is not None
-        assert dying.stdout.readline().startswith("received ")
-    finally:
-        os.kill(dying.pid, signal.SIGKILL)
-        dying.wait()
+    with subprocess.Popen([sys.executable, "-c", _DYING_CONSUMER, json.dumps(bus_backend[1]),
+                           topic, "crash"], stdout=subprocess.PIPE, text=True) as dying:
+        try:
+            assert dying.stdout is not None
+            assert dying.stdout.readline().startswith("received ")
+        finally:
+            os.kill(dying.pid, signal.SIGKILL)  # leaving the block closes its pipe and waits
     survivor = bus.consumer([topic], "crash", from_beginning=True)
     received = drain(survivor, 5)
     survivor.close()

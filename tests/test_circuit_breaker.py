@@ -13,9 +13,9 @@ from scrapy.exceptions import DownloadTimeoutError, IgnoreRequest
 from scrapy.http import Response
 
 from scrapy_cluster import keys
+from scrapy_cluster.crawler.common.response_stats import NO_RESPONSE, ResponseStats, StatusPolicy
+from scrapy_cluster.crawler.common.retry_after import RetryAfterPauser, retry_after_s
 from scrapy_cluster.crawler.middlewares import ResponseStatsMiddleware
-from scrapy_cluster.crawler.retry_after import RetryAfterPauser, retry_after_s
-from scrapy_cluster.crawler.stats import NO_RESPONSE, ResponseStats
 from scrapy_cluster.errors import SettingsError
 from scrapy_cluster.frontier.pause import HALT_UNTIL_MS, DomainPauses
 from scrapy_cluster.redis_monitor.breaker import (
@@ -26,7 +26,7 @@ from scrapy_cluster.redis_monitor.breaker import (
 )
 from scrapy_cluster.settings import load_settings
 from scrapy_cluster.stats import WindowedStats
-from tests.test_frontier_helpers import (
+from tests.support.frontier import (
     START_MS,
     VIEW,
     CountingConnection,
@@ -59,8 +59,9 @@ class Crawler:
         self.clock = clock
         self.stats = ResponseStats(
             client, WindowedStats.from_settings(crawler_settings, client, key_prefix="stats:t"),
-            hostname="host", spiderid="link", tracked_codes=set(), codes_enabled=False,
-            window_s=60, last_n=50, clock=lambda: clock.now_ms / 1000)
+            StatusPolicy(hostname="host", spiderid="link", tracked_codes=frozenset(),
+                         codes_enabled=False, window_s=60, last_n=50),
+            clock=lambda: clock.now_ms / 1000)
 
     def answer(self, domain: str, *statuses: int, step_ms: int = 10) -> None:
         for status in statuses:

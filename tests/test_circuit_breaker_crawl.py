@@ -18,13 +18,13 @@ import pytest
 from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
 from scrapy_cluster.redis_monitor.breaker import BreakerEvent, CircuitBreaker
 from scrapy_cluster.settings import load_settings
-from scrapy_cluster.testing.site import SiteConfig
-from tests.test_crawler_cluster import Cluster, running_cluster
+from scrapy_cluster.sitegen.site import SiteConfig
+from tests.support.addresses import CIRCUIT_BREAKER_CRAWL
+from tests.support.cluster import Cluster, running_cluster
 
 pytestmark = pytest.mark.integration
 
-FAILING, HEALTHY, LIMITED, BROKEN = "127.0.0.61", "127.0.0.62", "127.0.0.63", "127.0.0.64"
-HALTING = "127.0.0.65"
+FAILING, HEALTHY, LIMITED, BROKEN, HALTING = CIRCUIT_BREAKER_CRAWL.hosts(61, 62, 63, 64, 65)
 RATE_PER_S = 10
 LIMITED_RATE_PER_S = 4
 RETRY_AFTER_S = 5

@@ -40,7 +40,8 @@ class Up:
              "--progress-interval", "1"],
             cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True)
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -63,6 +64,9 @@ class Up:
         except ProcessLookupError:
             pass
         self.process.wait(10)
+        self.reader.join(5)
+        if self.process.stdout is not None and not self.reader.is_alive():
+            self.process.stdout.close()  # (never under a reader still blocked on it)
 
 
 @pytest.fixture

@@ -3,129 +3,34 @@
 from __future__ import annotations
 
 import base64
-import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
-import redis
 
 from scrapy_cluster import keys
 from scrapy_cluster.bus import create_bus, topics
-from scrapy_cluster.frontier import Frontier
-from scrapy_cluster.settings import load_settings
-from scrapy_cluster.testing.site import LATIN1_BODY, SiteConfig, SiteServer
-from tests.support.services import RedisServer, free_port
-from tests.support.starting import started
+from scrapy_cluster.sitegen.site import LATIN1_BODY, SiteConfig, SiteServer
+from tests.support.addresses import CRAWLER_CLUSTER
+from tests.support.cluster import (
+    BUS_LIMIT_BYTES,
+    COLLECT_TIMEOUT_S,
+    WHOLE_GRAPH_DEPTH,
+    Cluster,
+    running_cluster,
+)
+from tests.support.services import free_port
+from tests.support.spiders import HANDOFF_SPIDER, importable_env
 
 pytestmark = pytest.mark.integration
 
 HUGE_PAGE_BYTES = 2_000_000
-BUS_LIMIT_BYTES = 1_000_000
-COLLECT_TIMEOUT_S = 40.0
-QUIET_S = 1.0
-# Deep enough to reach every page: with several workers a page may first be reached by a longer
-# path than breadth first would take, so partial depths are only exact at depth <= 2.
-WHOLE_GRAPH_DEPTH = 30
-
-
-class Cluster:
-    """A redis-server, a site and crawler processes started with one environment."""
-
-    def __init__(self, workdir: Path, redis_server: RedisServer, site: SiteServer) -> None:
-        self.workdir, self.redis_server, self.site = workdir, redis_server, site
-        self.client = redis.Redis.from_url(redis_server.url)
-        self.env = {**os.environ, "REDIS_URL": redis_server.url, "BUS_BACKEND": "redis",
-                    "CRAWLER_ALLOW_PRIVATE_NETWORKS": "true", "QUEUE_WINDOW": "0",
-                    "SCHEDULER_IP_ENABLED": "false", "PUBLIC_IP_URL": "http://127.0.0.1:1/",
-                    "BUS_MAX_MESSAGE_BYTES": str(BUS_LIMIT_BYTES), "SC_LOG_LEVEL": "WARNING",
-                    "REDIS_STREAM_LINGER_MS": "5", "RETRY_TIMES": "2", "DOWNLOAD_TIMEOUT": "10"}
-        self.settings = load_settings("crawler", environ={}, overrides={
-            "REDIS_URL": redis_server.url, "BUS_BACKEND": "redis"})
-        self.frontier = Frontier.from_settings(self.settings, self.client)
-        self.processes: list[subprocess.Popen[bytes]] = []
-
-    def start_crawler(self, spider: str, **env: str) -> subprocess.Popen[bytes]:
-        log = open(self.workdir / f"crawler-{spider}-{len(self.processes)}.log", "ab")  # noqa: SIM115
-        process = subprocess.Popen(
-            [sys.executable, "-m", "scrapy_cluster", "crawler", "--spider", spider],
-            env={**self.env, **env}, cwd=self.workdir, stdout=log, stderr=log,
-            start_new_session=True)
-        self.processes.append(process)
-        self.wait_for_heartbeat(spider.rsplit(":", 1)[-1], process)
-        return process
-
-    def wait_for_heartbeat(self, spider_hint: str, process: subprocess.Popen[bytes]) -> None:
-        before = set(self.client.scan_iter("stats:crawler:self:*"))
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise AssertionError(f"crawler exited with {process.returncode}")
-            if set(self.client.scan_iter("stats:crawler:self:*")) - before:
-                return
-            time.sleep(0.1)
-        raise AssertionError("crawler sent no heartbeat within 30 s")
-
-    def stop(self, process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
-        if process.poll() is None:
-            os.killpg(process.pid, sig)
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(10)
-
-    def crawl(self, url: str, *, spiderid: str = "link", expected: int, **fields: Any) -> list[dict]:
-        """Feed one crawl and return its items once ``expected`` arrived and the bus went quiet."""
-        crawlid = uuid.uuid4().hex
-        bus = create_bus(self.settings)
-        consumer = bus.consumer([topics.crawled_firehose("demo")], group=crawlid,
-                                from_beginning=False)
-        consumer.poll(1, 0.2)
-        request = {"url": url, "appid": "test", "crawlid": crawlid, "spiderid": spiderid,
-                   "priority": 5, **fields}
-        assert self.frontier.enqueue_many([request], dedupe=True).queued == 1
-        found: list[dict] = []
-        deadline, quiet_until = time.monotonic() + COLLECT_TIMEOUT_S, None
-        while time.monotonic() < deadline:
-            batch = [m.value for m in consumer.poll(200, 0.2)
-                     if m.value and m.value.get("crawlid") == crawlid]
-            found += batch
-            if len(found) >= expected and quiet_until is None:
-                quiet_until = time.monotonic() + QUIET_S
-            if quiet_until is not None and time.monotonic() >= quiet_until:
-                break
-        consumer.close()
-        bus.close()
-        return found
-
-
-def _start(tmp: Path, site_config: SiteConfig) -> tuple[RedisServer, SiteServer]:
-    server = started(RedisServer(tmp / "redis"))
-    return server, SiteServer(site_config, free_port()).start()
-
-
-@contextmanager
-def running_cluster(tmp: Path, site_config: SiteConfig) -> Iterator[Cluster]:
-    """A redis-server and the site for ``Cluster``; stops its crawlers, site and server."""
-    server, site = _start(tmp, site_config)
-    cluster = Cluster(tmp, server, site)
-    try:
-        yield cluster
-    finally:
-        for process in cluster.processes:
-            cluster.stop(process)
-        site.stop()
-        server.stop()
+CRAWL_DELAY_HOST = CRAWLER_CLUSTER.host(4)
 
 
 @pytest.fixture(scope="module")
@@ -133,8 +38,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("crawler-cluster")
     with running_cluster(tmp, SiteConfig(huge_page_bytes=HUGE_PAGE_BYTES,
                                          slow_page_s=0.2)) as cluster:
-        for spider in ("link", "wandering", "scrapy_cluster.testing.spiders:HandoffSpider"):
+        for spider in ("link", "wandering"):
             cluster.start_crawler(spider)
+        cluster.start_crawler(HANDOFF_SPIDER, **importable_env())
         yield cluster
 
 
@@ -241,10 +147,10 @@ def test_link_crawl_hands_links_to_the_wandering_spider(cluster: Cluster) -> Non
 
 
 def test_robots_crawl_delay_slows_the_domain_cluster_wide(cluster: Cluster) -> None:
-    slow_site = SiteServer(SiteConfig(hosts=("127.0.0.4",), crawl_delay_s=2.0), free_port())
+    slow_site = SiteServer(SiteConfig(hosts=(CRAWL_DELAY_HOST,), crawl_delay_s=2.0), free_port())
     with slow_site:
-        cluster.crawl(slow_site.site.url("127.0.0.4", "/p/0.html"), expected=1)
-    config = orjson.loads(cluster.client.hget(keys.domain_throttle_config(), "127.0.0.4") or b"{}")
+        cluster.crawl(slow_site.site.url(CRAWL_DELAY_HOST, "/p/0.html"), expected=1)
+    config = orjson.loads(cluster.client.hget(keys.domain_throttle_config(), CRAWL_DELAY_HOST) or b"{}")
     assert (config.get("window"), config.get("hits")) == (2.0, 1)
 
 
@@ -264,9 +170,8 @@ def test_two_crawler_processes_share_a_crawl_without_fetching_a_page_twice(
 
 
 def test_killed_crawler_leaves_no_page_uncrawled(tmp_path: Path) -> None:
-    server, site = _start(tmp_path, SiteConfig(page_delay_s=0.4, pages_per_host=20))
-    cluster = Cluster(tmp_path, server, site)
-    try:
+    with running_cluster(tmp_path, SiteConfig(page_delay_s=0.4, pages_per_host=20)) as cluster:
+        site = cluster.site
         victim = cluster.start_crawler("link", LEASE_TIMEOUT="2", CRAWLER_CONCURRENCY="2")
         seed = site.site.url("127.0.0.2", "/p/0.html")
         expected = site.site.expected_urls(seed, WHOLE_GRAPH_DEPTH)
@@ -287,9 +192,4 @@ def test_killed_crawler_leaves_no_page_uncrawled(tmp_path: Path) -> None:
             seen |= {m.value["url"] for m in consumer.poll(50, 0.2) if m.value}
         consumer.close()
         bus.close()
-    finally:
-        for process in cluster.processes:
-            cluster.stop(process)
-        site.stop()
-        server.stop()
     assert seen == expected

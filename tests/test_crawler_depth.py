@@ -2,8 +2,8 @@
 whatever order the pages are found in. Judged by the crawled topic and the site's own log.
 
 Real redis-server, real crawler processes (one, then three), and an explicit 26-page graph
-(``GRAPH``) on three loopback hosts: A (127.0.0.71) and C (127.0.0.73) are not throttled, B
-(127.0.0.72) allows one request per 2 s. The seed A0 links to B1, B2 and B3 in that order,
+(``GRAPH``) on three loopback hosts (``HOSTS``): A and C are not throttled, B allows one
+request per 2 s. The seed A0 links to B1, B2 and B3 in that order,
 so B3, which holds the short paths to C5 and B4, waits behind B's backlog and is fetched
 about 4 s after the seed; the fast chain A0 -> A1 -> A2 finds C5 and B4 at 3 clicks within a
 fraction of a second::
@@ -42,12 +42,13 @@ import pytest
 
 from scrapy_cluster.bus import create_bus, topics
 from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
-from scrapy_cluster.testing.site import GeneratedSite, GraphPage, SiteConfig
-from tests.test_crawler_cluster import Cluster, running_cluster
+from scrapy_cluster.sitegen.site import GeneratedSite, GraphPage, SiteConfig
+from tests.support.addresses import CRAWLER_DEPTH
+from tests.support.cluster import Cluster, running_cluster
 
 pytestmark = pytest.mark.integration
 
-HOSTS = {"A": "127.0.0.71", "B": "127.0.0.72", "C": "127.0.0.73"}
+HOSTS = dict(zip("ABC", CRAWLER_DEPTH.hosts(71, 72, 73), strict=True))
 SLOW_HOST = HOSTS["B"]
 SLOW_THROTTLE = DomainThrottle(window_s=2.0, hits=1)
 SEED = "A0"

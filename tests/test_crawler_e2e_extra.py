@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from scrapy_cluster.testing.site import SiteConfig
-from tests.test_crawler_cluster import Cluster, running_cluster
+from scrapy_cluster.sitegen.site import SiteConfig
+from tests.support.cluster import Cluster, running_cluster
 
 pytestmark = pytest.mark.integration
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from scrapy_cluster.bus import create_bus, topics
-from scrapy_cluster.testing.site import SiteConfig
+from scrapy_cluster.sitegen.site import SiteConfig
+from tests.support.cluster import Cluster, running_cluster
 from tests.support.tcp_proxy import TcpProxy
-from tests.test_crawler_cluster import Cluster, running_cluster
 
 pytestmark = pytest.mark.integration
 

@@ -21,12 +21,13 @@ from typing import Any
 import pytest
 import redis
 
+from tests.support.addresses import CRAWLER_JSON_LOGS
 from tests.support.contract_crawl import APPID, ENGINES, CrawlRig
 from tests.support.contract_site import ContractSite
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-HOST = "127.0.0.131"
+HOST = CRAWLER_JSON_LOGS.host(131)
 PATHS = ("/j/index.html", "/j/a.html", "/j/b.html", "/j/c.html")
 CLUSTER_FIELDS = ("component", "node", "event", "level", "logger", "message")
 LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"})

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import redis.exceptions
 
-from scrapy_cluster.crawler.leases import LeaseBook
+from scrapy_cluster.crawler.lease_book import LeaseBook
 
 
 class RecordingFrontier:

@@ -7,13 +7,8 @@ from scrapy.http import HtmlResponse, TextResponse
 from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 from scrapy.utils.url import url_has_any_extension
 
-from scrapy_cluster.crawler.links import (
-    extract_links,
-    has_extension,
-    page_links,
-    rules_for,
-    select_links,
-)
+from scrapy_cluster.crawler.common.link_rules import has_extension, rules_for, select_links
+from scrapy_cluster.crawler.page_links import extract_links, page_links
 
 HREFS = [
     "http://a.test/x", "HTTP://A.test/Y", "https://a.test/p?q=1&b=2", "http://a.test/p?",
@@ -126,7 +121,7 @@ def test_links_past_the_limit_stay_max_links_when_the_rest_hit_maxdepth() -> Non
 
 
 def test_filter_answers_are_remembered_per_url_and_bounded() -> None:
-    from scrapy_cluster.crawler import links as links_module
+    from scrapy_cluster.crawler.common import link_rules as links_module
 
     rules = links_module.LinkRules.from_meta({"allowed_domains": ["a.com"],
                                              "deny_regex": ["/private/"]})

@@ -7,7 +7,7 @@ import logging
 import pytest
 from scrapy.utils.test import get_crawler
 
-from scrapy_cluster.crawler.config import HANDOVER_SETTING
+from scrapy_cluster.crawler.common.resolution import HANDOVER_SETTING
 from scrapy_cluster.crawler.scheduler import DistributedScheduler
 from scrapy_cluster.crawler.spiders.link import LinkSpider
 from scrapy_cluster.settings import load_settings

@@ -29,12 +29,14 @@ from scrapy_cluster.domain_config import DomainDocument, frontier_domain, update
 from scrapy_cluster.domain_config.redis_store import RedisDomainConfigStore
 from scrapy_cluster.domain_config.zookeeper_store import ZookeeperDomainConfigStore
 from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
-from scrapy_cluster.testing.politeness import Limit, max_in_window, utilisation
-from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from scrapy_cluster.sitegen.site import SiteConfig, SiteServer
+from scrapy_cluster.sitegen.throttle_measure import Limit, max_in_window, utilisation
+from tests.support.addresses import POLITENESS
+from tests.support.cluster import Cluster, running_cluster
 from tests.support.services import free_port
-from tests.test_crawler_cluster import Cluster, running_cluster
 
-pytestmark = pytest.mark.integration
+# Judges how fully each limit is used: one worker runs the group, never two of its tests at once.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("cpu-sensitive")]
 
 PHASE_S = 8.0
 MIN_UTILISATION = 0.5
@@ -47,11 +49,12 @@ class Host:
     moderated: bool
 
 
-HOSTS = (Host("127.0.0.41", Limit(5, 2.0), moderated=True),
-         Host("127.0.0.42", Limit(4, 1.0), moderated=True),
-         Host("127.0.0.43", Limit(10, 2.0), moderated=False))
+HOSTS = (Host(POLITENESS.host(41), Limit(5, 2.0), moderated=True),
+         Host(POLITENESS.host(42), Limit(4, 1.0), moderated=True),
+         Host(POLITENESS.host(43), Limit(10, 2.0), moderated=False))
 THROTTLED_ENV = {"QUEUE_WINDOW": "60", "QUEUE_HITS": "10", "QUEUE_MODERATED": "true"}
-PUSHED_HOST = "127.0.0.46"
+PUSHED_HOST = POLITENESS.host(46)
+ARRIVALS_HOST = POLITENESS.host(44)
 PER_IP_ENV = {"SCHEDULER_IP_ENABLED": "true", "PUBLIC_IP": "127.0.0.1", "PUBLIC_IP_URL": ""}
 
 
@@ -116,25 +119,25 @@ def assert_polite_and_busy(verdict: dict[str, tuple[int, float]]) -> None:
         assert used >= MIN_UTILISATION, (host, verdict)
 
 
-def test_one_crawler_uses_each_domain_limit_and_never_exceeds_it(throttled: Cluster) -> None:
-    assert_polite_and_busy(judge(run_phase(throttled, 1, {"SCHEDULER_IP_ENABLED": "false"})))
-
-
-def test_three_crawlers_share_each_limit_per_ip_and_use_it(throttled: Cluster) -> None:
-    assert_polite_and_busy(judge(run_phase(throttled, 3, PER_IP_ENV)))
+@pytest.mark.parametrize(("crawlers", "env"), [
+    (1, {"SCHEDULER_IP_ENABLED": "false"}), (3, PER_IP_ENV)],
+    ids=["one-crawler", "three-crawlers-sharing-per-ip"])
+def test_crawlers_use_each_domain_limit_and_never_exceed_it(
+        throttled: Cluster, crawlers: int, env: dict[str, str]) -> None:
+    assert_polite_and_busy(judge(run_phase(throttled, crawlers, env)))
 
 
 def test_site_log_records_arrivals_per_host_without_robots(tmp_path: Path) -> None:
     import urllib.request
 
-    config = SiteConfig(hosts=("127.0.0.44",), pages_per_host=2)
+    config = SiteConfig(hosts=(ARRIVALS_HOST,), pages_per_host=2)
     with SiteServer(config, free_port()) as site:
         for path in ("/robots.txt", "/p/0.html", "/p/1.html"):
-            with urllib.request.urlopen(site.site.url("127.0.0.44", path), timeout=5) as answer:
+            with urllib.request.urlopen(site.site.url(ARRIVALS_HOST, path), timeout=5) as answer:
                 answer.read()
         arrivals = site.arrivals_snapshot()
-    assert list(arrivals) == ["127.0.0.44"] and len(arrivals["127.0.0.44"]) == 2
-    assert arrivals["127.0.0.44"][0] <= arrivals["127.0.0.44"][1]
+    assert list(arrivals) == [ARRIVALS_HOST] and len(arrivals[ARRIVALS_HOST]) == 2
+    assert arrivals[ARRIVALS_HOST][0] <= arrivals[ARRIVALS_HOST][1]
 
 
 def _script_calls(cluster: Cluster) -> int:
@@ -154,7 +157,7 @@ def test_an_idle_or_fully_throttled_crawler_does_not_poll(throttled: Cluster) ->
         time.sleep(6.0)
         idle_calls = _script_calls(throttled) - before
         crawlid = uuid.uuid4().hex
-        host = "127.0.0.45"
+        host = POLITENESS.host(45)
         DomainConfig(throttled.client, throttled.frontier).set_throttle(
             host, DomainThrottle(window_s=60, hits=1))
         throttled.frontier.enqueue_many(
@@ -213,6 +216,7 @@ def pusher(request: pytest.FixtureRequest, throttled: Cluster) -> Iterator[Pushe
     sync = subprocess.Popen([sys.executable, "-m", "scrapy_cluster", "config", "sync"],
                             env={**throttled.env, **settings}, stdout=log, stderr=log,
                             start_new_session=True)
+    log.close()  # the child keeps its own copy
     try:
         yield Pusher(throttled, store, sync)
     finally:

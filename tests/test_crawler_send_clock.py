@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scrapy_cluster.crawler.send_clock import LateSendBook
+from scrapy_cluster.crawler.common.late_sends import LateSendBook
 from scrapy_cluster.frontier import LateSend, LeasedRequest
 
 
@@ -100,7 +100,7 @@ class Clock:
 def fresh_slot(book: LateSendBook, lease_id: str, frontier: FrontierSeam, clock: Clock) -> int:
     import asyncio
 
-    from scrapy_cluster.crawler.send_clock import take_fresh_slot
+    from scrapy_cluster.crawler.common.late_sends import take_fresh_slot
 
     return asyncio.run(take_fresh_slot(book, lease_id, frontier.late_slot, sleep=clock.sleep,
                                        clock=clock))
@@ -130,7 +130,7 @@ def test_a_late_request_goes_on_its_stale_slot_when_redis_is_unreachable(caplog)
     book = LateSendBook(late_ms=20, urgent_ms=100)
     book.dispatched(leased("1", "b.com", 7_000), received_at_s=50.0)
     frontier, clock = FrontierSeam(ConnectionError("Redis is down")), Clock(50.5)
-    with caplog.at_level("WARNING", logger="scrapy_cluster.crawler.send_clock"):
+    with caplog.at_level("WARNING", logger="scrapy_cluster.crawler.common.late_sends"):
         assert fresh_slot(book, "1", frontier, clock) == 1
     assert [r.getMessage() for r in caplog.records] == [
         "late send of b.com goes on its stale slot: Redis is down"]

@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from scrapy_cluster.testing.site import LATIN1_BODY, GeneratedSite, SiteConfig, SiteServer
+from scrapy_cluster.sitegen.site import LATIN1_BODY, GeneratedSite, SiteConfig, SiteServer
 from tests.support.services import free_port
 
 

@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_cluster.testing.nginx import NginxSite, find_nginx
-from scrapy_cluster.testing.site import GeneratedSite, SiteConfig
+from scrapy_cluster.sitegen.site import GeneratedSite, SiteConfig
+from tests.support.addresses import SITE_NGINX
+from tests.support.nginx import NginxSite, find_nginx
 from tests.support.services import free_port
 from tests.support.starting import service_unavailable
 
 pytestmark = pytest.mark.integration
+
+HOST_A, HOST_B = SITE_NGINX.hosts(5, 6)
 
 
 @pytest.fixture(scope="module")
@@ -57,19 +60,19 @@ def test_nginx_access_log_gives_arrivals_per_host_without_robots(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     if find_nginx() is None:
         service_unavailable(RuntimeError("nginx is not installed"))
-    site = GeneratedSite(SiteConfig(hosts=("127.0.0.5", "127.0.0.6"), pages_per_host=3),
-                         free_port("127.0.0.5"))
+    site = GeneratedSite(SiteConfig(hosts=(HOST_A, HOST_B), pages_per_host=3),
+                         free_port(HOST_A))
     workdir = Path(tmp_path_factory.mktemp("nginx-log"))
     workdir.chmod(0o755)
     log = workdir / "access.log"
     with NginxSite(site, workdir, binary=str(find_nginx()), status_port=free_port(),
                    access_log=log) as server:
         before = time.time()
-        for host, path in (("127.0.0.5", "/robots.txt"), ("127.0.0.5", "/p/0.html"),
-                           ("127.0.0.6", "/p/1.html"), ("127.0.0.6", "/p/2.html")):
+        for host, path in ((HOST_A, "/robots.txt"), (HOST_A, "/p/0.html"),
+                           (HOST_B, "/p/1.html"), (HOST_B, "/p/2.html")):
             _get(site.url(host, path))
     after = time.time()  # stopping nginx flushed its log
     arrivals = server.arrivals()
     assert {host: len(times) for host, times in arrivals.items()} == \
-        {"127.0.0.5": 1, "127.0.0.6": 2}
+        {HOST_A: 1, HOST_B: 2}
     assert all(before - 0.01 <= t <= after for times in arrivals.values() for t in times)

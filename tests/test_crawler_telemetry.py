@@ -16,15 +16,16 @@ import orjson
 import pytest
 
 from scrapy_cluster import __version__, keys
+from scrapy_cluster.sitegen.site import SiteConfig
 from scrapy_cluster.stats.histogram import RedisHistogram
-from scrapy_cluster.testing.site import SiteConfig
+from tests.support.addresses import CRAWLER_TELEMETRY
+from tests.support.cluster import Cluster, running_cluster
 from tests.support.services import free_port
-from tests.test_crawler_cluster import Cluster, running_cluster
 from tests.test_funnel_crawl import Api, run_crawl, running_monitors
 
 pytestmark = pytest.mark.integration
 
-HOST = "127.0.0.95"
+HOST = CRAWLER_TELEMETRY.host(95)
 SITE_CONFIG = SiteConfig(hosts=(HOST,), graph=(((HOST, 0), ((HOST, 1), (HOST, 2))),
                                                ((HOST, 1), ((HOST, 2),))), page_bytes=600)
 NODE_FIELDS = {"version", "cpu_percent", "rss_bytes", "started"}

@@ -14,10 +14,11 @@ from scrapy.exceptions import DownloadCancelledError, DownloadTimeoutError, Igno
 from scrapy.http import HtmlResponse, Response
 from scrapy.link import Link
 
-from scrapy_cluster.crawler import items, links, meta
-from scrapy_cluster.crawler.public_ip import UNKNOWN_IP, PublicIpRefresher
+from scrapy_cluster.crawler import page_links, response_items
+from scrapy_cluster.crawler.common import items, link_rules, meta
+from scrapy_cluster.crawler.common.address_guard import first_forbidden, forbidden_reason
+from scrapy_cluster.crawler.common.public_ip import UNKNOWN_IP, PublicIpRefresher
 from scrapy_cluster.crawler.serialization import request_from_dict, request_to_dict
-from scrapy_cluster.crawler.ssrf import first_forbidden, forbidden_reason
 from scrapy_cluster.errors import RequestSerializationError
 
 
@@ -128,43 +129,43 @@ def _links(*urls: str) -> list[Link]:
 
 
 def test_links_beyond_maxdepth_are_not_followed() -> None:
-    assert links.links_to_follow(_links("http://a.test/1"), {"curdepth": 2, "maxdepth": 2}, 0) == []
+    assert link_rules.links_to_follow(_links("http://a.test/1"), {"curdepth": 2, "maxdepth": 2}, 0) == []
 
 
 def test_links_within_maxdepth_are_followed() -> None:
-    found = links.links_to_follow(_links("http://a.test/1"), {"curdepth": 1, "maxdepth": 2}, 0)
+    found = link_rules.links_to_follow(_links("http://a.test/1"), {"curdepth": 1, "maxdepth": 2}, 0)
     assert [link.url for link in found] == ["http://a.test/1"]
 
 
 def test_allowed_domains_keep_subdomains_and_drop_others() -> None:
-    rules = links.LinkRules.from_meta({"allowed_domains": ["a.test"]})
+    rules = link_rules.LinkRules.from_meta({"allowed_domains": ["a.test"]})
     assert [rules.allows(u) for u in ("http://www.a.test/", "http://b.test/")] == [True, False]
 
 
 def test_deny_regex_wins_over_allow_regex() -> None:
-    rules = links.LinkRules.from_meta({"allow_regex": ["/p/"], "deny_regex": ["/p/1"]})
+    rules = link_rules.LinkRules.from_meta({"allow_regex": ["/p/"], "deny_regex": ["/p/1"]})
     assert [rules.allows(u) for u in ("http://a.test/p/2", "http://a.test/p/1", "http://a.test/q")] \
         == [True, False, False]
 
 
 def test_default_deny_extensions_drop_documents() -> None:
-    rules = links.LinkRules.from_meta({})
+    rules = link_rules.LinkRules.from_meta({})
     assert [rules.allows(u) for u in ("http://a.test/x.pdf", "http://a.test/x.html")] == [False, True]
 
 
 def test_explicit_empty_deny_extensions_allow_everything() -> None:
-    assert links.LinkRules.from_meta({"deny_extensions": []}).allows("http://a.test/x.pdf")
+    assert link_rules.LinkRules.from_meta({"deny_extensions": []}).allows("http://a.test/x.pdf")
 
 
 def test_expired_crawl_follows_no_links() -> None:
-    found = links.links_to_follow(_links("http://a.test/1"),
+    found = link_rules.links_to_follow(_links("http://a.test/1"),
                                   {"curdepth": 0, "maxdepth": 3, "expires": 100}, now_s=100.0)
     assert found == []
 
 
 def test_extract_links_returns_url_and_text() -> None:
     response = HtmlResponse("http://a.test/", body=b'<a href="/x">the x</a><a href="mailto:m">m</a>')
-    assert [(link.url, link.text) for link in links.extract_links(response)] == \
+    assert [(link.url, link.text) for link in page_links.extract_links(response)] == \
         [("http://a.test/x", "the x")]
 
 
@@ -178,7 +179,7 @@ def _response(body: bytes, status: int = 200, content_type: bytes = b"text/html"
 
 
 def test_response_item_carries_the_crawl_response_fields() -> None:
-    item = items.response_item(_response(b"<html>hi</html>", 404), [Link("http://a.test/x", "x")],
+    item = response_items.response_item(_response(b"<html>hi</html>", 404), [Link("http://a.test/x", "x")],
                                now_s=0.0, base64_body=False)
     assert {k: item[k] for k in ("url", "status_code", "status_msg", "body", "encoding_base64",
                                  "links", "appid", "crawlid", "spiderid", "attrs", "timestamp")} \
@@ -195,49 +196,49 @@ def test_a_depth_upgrade_is_marked_on_its_item_and_not_inherited_by_its_links() 
                                spiderid="link", crawlid="c", priority=-20)
     request = request_from_dict(stored, _Spider())
     response = HtmlResponse("http://a.test/p", body=b"<html></html>", request=request)
-    item = items.response_item(response, [], now_s=0.0, base64_body=False)
+    item = response_items.response_item(response, [], now_s=0.0, base64_body=False)
     assert (request.meta["depth_upgrade"], item["depth_upgrade"]) == (True, True)
     assert "depth_upgrade" not in meta.inherit(request.meta, {})
-    plain = items.response_item(_response(b"x"), [], now_s=0.0, base64_body=False)
+    plain = response_items.response_item(_response(b"x"), [], now_s=0.0, base64_body=False)
     assert "depth_upgrade" not in plain
 
 
 def test_response_headers_keep_every_value() -> None:
-    item = items.response_item(_response(b"x"), [], now_s=0.0, base64_body=False)
+    item = response_items.response_item(_response(b"x"), [], now_s=0.0, base64_body=False)
     assert item["response_headers"]["Set-Cookie"] == ["a=1", "b=2"]
 
 
 def test_body_that_is_not_utf8_is_sent_base64_with_the_flag() -> None:
-    item = items.response_item(_response(b"caf\xe9"), [], now_s=0.0, base64_body=False)
+    item = response_items.response_item(_response(b"caf\xe9"), [], now_s=0.0, base64_body=False)
     assert (item["encoding_base64"], base64.b64decode(item["body"])) == (True, b"caf\xe9")
 
 
 def test_base64_setting_encodes_every_body() -> None:
-    item = items.response_item(_response(b"plain"), [], now_s=0.0, base64_body=True)
+    item = response_items.response_item(_response(b"plain"), [], now_s=0.0, base64_body=True)
     assert (item["encoding_base64"], item["body"]) == (True, base64.b64encode(b"plain").decode())
 
 
 def test_oversized_item_is_cut_to_the_limit_and_says_so() -> None:
-    item = items.response_item(_response(b"y" * 50_000), [], now_s=0.0, base64_body=False)
+    item = response_items.response_item(_response(b"y" * 50_000), [], now_s=0.0, base64_body=False)
     fitted = items.fit_to_limit(item, 10_000)
     assert (len(orjson.dumps(fitted)) <= 10_000, fitted["body_truncated"], fitted["body_length"],
             fitted["body"] == "y" * len(fitted["body"])) == (True, True, 50_000, True)
 
 
 def test_item_within_the_limit_is_unchanged() -> None:
-    item = items.response_item(_response(b"small"), [], now_s=0.0, base64_body=False)
+    item = response_items.response_item(_response(b"small"), [], now_s=0.0, base64_body=False)
     assert items.fit_to_limit(item, 100_000) is item
 
 
 def test_oversized_base64_body_stays_valid_base64() -> None:
-    item = items.response_item(_response(b"\xff" * 30_000), [], now_s=0.0, base64_body=False)
+    item = response_items.response_item(_response(b"\xff" * 30_000), [], now_s=0.0, base64_body=False)
     fitted = items.fit_to_limit(item, 8_000)
     assert set(base64.b64decode(fitted["body"])) == {0xFF}
 
 
 def test_error_item_names_the_error_and_keeps_the_crawl_identity() -> None:
     request = Request("http://a.test/p", meta={"appid": "app", "crawlid": "c", "retry_times": 2})
-    item = items.error_item(request, ConnectionRefusedError("refused"), now_s=0.0, status=None)
+    item = response_items.error_item(request, ConnectionRefusedError("refused"), now_s=0.0, status=None)
     assert (item["error"], item["retry_times"], item["appid"], item["status_code"]) == \
         ({"type": "ConnectionRefusedError", "message": "refused", "reason": "download_failed"},
          2, "app", None)
@@ -291,7 +292,7 @@ def test_lookup_without_match_keeps_the_fallback() -> None:
 
 
 def test_allowed_domains_ignore_the_port() -> None:
-    assert links.LinkRules.from_meta({"allowed_domains": ["127.0.0.2"]}).allows(
+    assert link_rules.LinkRules.from_meta({"allowed_domains": ["127.0.0.2"]}).allows(
         "http://127.0.0.2:8080/p/1.html")
 
 
@@ -350,11 +351,11 @@ def test_metadata_address_is_refused_even_inside_an_allowed_network() -> None:
     (ConnectionRefusedError("refused"), "download_failed"),
 ])
 def test_error_item_names_a_stable_reason(error: BaseException, reason: str) -> None:
-    assert items.failure_reason(error) == reason
+    assert response_items.failure_reason(error) == reason
 
 
 def test_body_cancelled_without_a_message_is_explained_as_too_large() -> None:
-    item = items.error_item(Request("http://a.test/big"), DownloadCancelledError(""), now_s=0.0,
+    item = response_items.error_item(Request("http://a.test/big"), DownloadCancelledError(""), now_s=0.0,
                             download_maxsize=1024)
     assert item["error"]["message"] == \
         "download cancelled: the body grew past DOWNLOAD_MAXSIZE (1024 bytes) with no Content-Length"

@@ -72,6 +72,7 @@ def test_each_kind_of_wrong_crawl_is_reported(changes: dict[str, object], reason
 
 @pytest.mark.integration
 @pytest.mark.slow
+@pytest.mark.xdist_group("cpu-sensitive")  # judges how fully each limit is used
 def test_demo_command_crawls_the_demo_site_exactly() -> None:
     result = subprocess.run([sys.executable, "-m", "scrapy_cluster", "demo", "--no-progress"],
                             capture_output=True, text=True, timeout=180)

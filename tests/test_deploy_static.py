@@ -11,7 +11,7 @@ import configparser
 import json
 import re
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,8 +120,16 @@ def test_resolve_command_accepts_real_commands_and_refuses_others() -> None:
 # --- compose -----------------------------------------------------------------------------
 
 
-def test_compose_services_run_real_subcommands() -> None:
-    paths = {name: resolve_command(service["command"]) for name, service in our_services()}
+def compose_commands() -> dict[str, list[str]]:
+    return {name: service["command"] for name, service in our_services()}
+
+
+@pytest.mark.parametrize("commands", [
+    pytest.param(compose_commands, id="compose-services"),
+    pytest.param(supervisor_commands, id="supervisor-programs")])
+def test_deployed_processes_run_real_subcommands(
+        commands: Callable[[], dict[str, list[str]]]) -> None:
+    paths = {name: resolve_command(argv) for name, argv in commands().items()}
     assert paths == {"kafka-monitor": ["kafka-monitor", "run"],
                      "redis-monitor": ["redis-monitor"], "crawler": ["crawler"],
                      "rest": ["rest"], "config-sync": ["config", "sync"]}
@@ -201,13 +209,6 @@ def test_dockerignore_keeps_what_the_dockerfile_copies() -> None:
 
 
 # --- supervisord -------------------------------------------------------------------------
-
-
-def test_supervisor_programs_run_real_subcommands() -> None:
-    paths = {program: resolve_command(argv) for program, argv in supervisor_commands().items()}
-    assert paths == {"kafka-monitor": ["kafka-monitor", "run"],
-                     "redis-monitor": ["redis-monitor"], "crawler": ["crawler"],
-                     "rest": ["rest"], "config-sync": ["config", "sync"]}
 
 
 def test_supervisor_environment_names_only_settings() -> None:

@@ -26,7 +26,8 @@ import redis
 
 from scrapy_cluster.bus import create_bus, topics
 from scrapy_cluster.settings import load_settings
-from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from scrapy_cluster.sitegen.site import SiteConfig, SiteServer
+from tests.support.addresses import DEPLOY_SUPERVISOR
 from tests.support.bus_fixtures import KAFKA_TEST_SESSION_TIMEOUT_MS
 from tests.support.services import free_port
 
@@ -127,7 +128,7 @@ def logs_tail(deployment: Deployment) -> str:
 
 @pytest.fixture
 def site() -> Iterator[SiteServer]:
-    config = SiteConfig(hosts=("127.0.0.41", "127.0.0.42"), pages_per_host=8, links_per_page=3)
+    config = SiteConfig(hosts=DEPLOY_SUPERVISOR.hosts(41, 42), pages_per_host=8, links_per_page=3)
     with SiteServer(config, free_port()) as server:
         yield server
 
@@ -190,7 +191,7 @@ def test_supervisord_runs_the_cluster_crawls_and_stops_every_child(
     base = f"http://127.0.0.1:{deployment.port}"
     wait_for(lambda: _health(base) == "GREEN", 60, lambda: logs_tail(deployment))
 
-    seed = site.site.url("127.0.0.41", "/p/0.html")
+    seed = site.site.url(DEPLOY_SUPERVISOR.host(41), "/p/0.html")
     expected = site.site.expected_urls(seed, 2)
     crawlid = uuid.uuid4().hex[:10]
     answer = httpx.post(base + "/feed", json={"url": seed, "appid": "suptest",

@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 
 from scrapy_cluster.cli import main
 from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
-from tests.test_frontier_helpers import make_frontier
+from tests.support.frontier import make_frontier
 
 pytestmark = pytest.mark.integration
 
@@ -98,7 +98,8 @@ class Watching:
             [sys.executable, "-m", "scrapy_cluster", *args], env={**os.environ, **env},
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         self.lines: queue.SimpleQueue[str] = queue.SimpleQueue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -120,8 +121,13 @@ class Watching:
         raise AssertionError(f"{wanted!r} not printed; got {seen}")
 
     def stop(self) -> int:
+        """SIGTERM, then the exit code once the output is read to its end and closed."""
         os.killpg(self.process.pid, signal.SIGTERM)
-        return self.process.wait(20)
+        code = self.process.wait(20)
+        self.reader.join(5)
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+        return code
 
 
 def test_watch_prints_each_new_version_with_its_changes(

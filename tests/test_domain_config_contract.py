@@ -23,7 +23,7 @@ from scrapy_cluster.domain_config.sync import Mirror
 from scrapy_cluster.errors import DomainConfigConflictError
 from scrapy_cluster.frontier import DispatchView
 from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
-from tests.test_frontier_helpers import make_frontier, req
+from tests.support.frontier import make_frontier, req
 
 pytestmark = pytest.mark.integration
 NORMALIZE = frontier_domain()

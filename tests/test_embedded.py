@@ -246,8 +246,8 @@ def test_supervisor_stop_terminates_every_child() -> None:
 
 def test_commands_next_to_a_running_cluster_find_its_redis(tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from scrapy_cluster.embedded.discovery import clear_running_cluster, write_running_cluster
     from scrapy_cluster.settings import load_settings
+    from scrapy_cluster.settings.running_cluster import clear_running_cluster, write_running_cluster
 
     monkeypatch.setenv("SC_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("REDIS_URL", raising=False)
@@ -264,7 +264,7 @@ def test_commands_next_to_a_running_cluster_find_its_redis(tmp_path: Path,
 
 
 def test_a_dead_cluster_file_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from scrapy_cluster.embedded.discovery import CLUSTER_FILE, read_running_cluster
+    from scrapy_cluster.settings.running_cluster import CLUSTER_FILE, read_running_cluster
 
     (tmp_path / CLUSTER_FILE).write_text('{"pid": 999999999, "settings": {"REDIS_URL": "x"}}')
     assert read_running_cluster(tmp_path) == {}
@@ -272,8 +272,8 @@ def test_a_dead_cluster_file_is_ignored(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_progress_reader_sums_pages_errors_and_backlog_over_crawlers(
         redis_client: redis.Redis) -> None:
-    from scrapy_cluster.crawler.stats import ResponseStats
-    from scrapy_cluster.crawler.telemetry import FetchTelemetry
+    from scrapy_cluster.crawler.common.response_stats import ResponseStats
+    from scrapy_cluster.crawler.common.telemetry import FetchTelemetry
 
     settings = load_settings(environ={}, overrides={"STATUS_RESPONSE_CODES": [200, 404, 403,
                                                                               504, 0]})

@@ -21,15 +21,18 @@ from scrapy_cluster import keys
 from scrapy_cluster.bus import create_bus, topics
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.settings import load_settings
-from scrapy_cluster.testing.hostile import HostileSizes
-from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from scrapy_cluster.sitegen.site import SiteConfig, SiteServer
+from tests.support.addresses import FAST_ENGINE_CRAWL
+from tests.support.hostile import HostilePages, HostileSizes
 from tests.support.services import free_port
+from tests.support.spiders import HANDOFF_SPIDER
 
 pytestmark = pytest.mark.integration
 
 COLLECT_TIMEOUT_S = 40.0
 QUIET_S = 1.0
 PREFIX = "fastengine"
+SLOW_HOST, SLOW_OTHER_HOST = FAST_ENGINE_CRAWL.hosts(5, 6)
 
 
 class FastCluster:
@@ -57,6 +60,7 @@ class FastCluster:
             [sys.executable, "-m", "scrapy_cluster", "crawler", "--engine", engine,
              "--spider", spider], env={**self.env, **env}, cwd=self.workdir, stdout=log,
             stderr=log, start_new_session=True)
+        log.close()  # the child keeps its own copy
         self.processes.append(process)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -137,7 +141,7 @@ def site() -> Iterator[SiteServer]:
 
 @pytest.fixture(scope="module")
 def slow_site() -> Iterator[SiteServer]:
-    with SiteServer(SiteConfig(hosts=("127.0.0.5", "127.0.0.6"), page_delay_s=0.5),
+    with SiteServer(SiteConfig(hosts=(SLOW_HOST, SLOW_OTHER_HOST), page_delay_s=0.5),
                     free_port()) as server:
         yield server
 
@@ -220,7 +224,7 @@ def test_sigterm_exits_0_and_releases_the_held_leases(
         slow_site: SiteServer) -> None:
     for cluster in make_cluster(tmp_path, redis_url, {"BUS_BACKEND": "redis"}, slow_site):
         process = cluster.start(CRAWLER_CONCURRENCY="4")
-        seed = slow_site.site.url("127.0.0.5", "/p/0.html")
+        seed = slow_site.site.url(SLOW_HOST, "/p/0.html")
         crawlid = cluster.feed(seed, maxdepth=3)
         deadline = time.monotonic() + 20
         while cluster.client.zcard(keys.frontier_leases()) < 2 and time.monotonic() < deadline:
@@ -238,7 +242,7 @@ def test_a_killed_crawlers_pages_are_crawled_by_another_once_its_leases_expire(
     for cluster in make_cluster(tmp_path, redis_url, {"BUS_BACKEND": "redis"}, slow_site):
         env = {"LEASE_TIMEOUT": "2", "CRAWLER_CONCURRENCY": "4"}
         first = cluster.start(**env)
-        seed = slow_site.site.url("127.0.0.5", "/p/0.html")
+        seed = slow_site.site.url(SLOW_HOST, "/p/0.html")
         expected = slow_site.site.expected_urls(seed, 2)
         crawlid = cluster.feed(seed, maxdepth=2)
         deadline = time.monotonic() + 20
@@ -256,14 +260,14 @@ def test_a_killed_crawlers_pages_are_crawled_by_another_once_its_leases_expire(
 def test_the_fast_engine_refuses_a_spider_of_its_own(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "scrapy_cluster", "crawler", "--engine", "fast", "--spider",
-         "scrapy_cluster.testing.spiders:HandoffSpider"],
+         HANDOFF_SPIDER],
         env={**os.environ, "REDIS_URL": "redis://127.0.0.1:1/0"},
         cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert (result.returncode,
             "only the 'link' and 'wandering' spiders" in result.stderr) == (1, True)
 
 
-WANDER_HOST = "127.0.0.8"
+WANDER_HOST = FAST_ENGINE_CRAWL.host(8)
 WANDER_GRAPH = (((WANDER_HOST, 0), ((WANDER_HOST, 1),)),
                 ((WANDER_HOST, 1), ((WANDER_HOST, 2), (WANDER_HOST, 3))),
                 ((WANDER_HOST, 2), ((WANDER_HOST, 4),)),
@@ -334,7 +338,7 @@ def test_the_wandering_spider_walks_as_the_scrapy_crawlers(
                     len(expired["fetched"])) == ([0], 1)
 
 
-HOSTILE_HOST = "127.0.0.7"
+HOSTILE_HOST = FAST_ENGINE_CRAWL.host(7)
 HOSTILE = ("/hostile/redirect-loop-a.html", "/hostile/redirect-loopback.html",
            "/hostile/redirect-metadata.html", "/hostile/bad-utf8.html",
            "/hostile/bogus-charset.html", "/hostile/mixed-encoding.html", "/hostile/large.html",
@@ -356,7 +360,7 @@ def test_hostile_pages_give_the_scrapy_crawlers_items(tmp_path: Path, redis_clie
     env = {"CRAWLER_ALLOW_PRIVATE_NETWORKS": "false", "DOWNLOAD_MAXSIZE": "1000000",
            "CRAWLER_ALLOWED_PRIVATE_NETWORKS": f'["{HOSTILE_HOST}/32"]',
            "REDIRECT_MAX_TIMES": "3"}
-    with SiteServer(SiteConfig(hosts=(HOSTILE_HOST,), hostile=sizes), free_port()) as site:
+    with SiteServer(SiteConfig(hosts=(HOSTILE_HOST,), streamed=HostilePages(sizes)), free_port()) as site:
         for cluster in make_cluster(tmp_path, redis_url, {"BUS_BACKEND": "redis"}, site):
             by_engine = {}
             for engine in ("fast", "scrapy"):

@@ -17,6 +17,7 @@ from scrapy.responsetypes import responsetypes
 from w3lib.encoding import html_to_unicode
 from w3lib.html import get_base_url
 
+from scrapy_cluster.crawler.common.link_rules import links_in_tree
 from scrapy_cluster.crawler.fast import extract
 from scrapy_cluster.crawler.fast.extract import (
     BASE_URL_SCAN_CHARS,
@@ -26,7 +27,7 @@ from scrapy_cluster.crawler.fast.extract import (
     parser_input,
     response_kind,
 )
-from scrapy_cluster.crawler.links import links_in_tree, page_links
+from scrapy_cluster.crawler.page_links import page_links
 
 URL = "http://example.com/dir/page.html"
 MAX_LINKS = 1000
@@ -169,20 +170,14 @@ PAGES: list[tuple[str, bytes, str | None]] = [
 ]
 
 
+@pytest.mark.parametrize("reference", [parsel_extract, scrapy_extract],
+                         ids=["parsel-extractors", "scrapy-crawlers"])
 @pytest.mark.parametrize(("body", "content_type"), [(b, c) for _, b, c in PAGES],
                          ids=[name for name, _, _ in PAGES])
-def test_links_and_encoding_equal_the_parsel_extractors(body: bytes,
-                                                        content_type: str | None) -> None:
+def test_links_and_encoding_equal_the_reference_extraction(
+        body: bytes, content_type: str | None, reference: Any) -> None:
     assert lxml_extract(body, url=URL, content_type=content_type) == \
-        parsel_extract(body, url=URL, content_type=content_type)
-
-
-@pytest.mark.parametrize(("body", "content_type"), [(b, c) for _, b, c in PAGES],
-                         ids=[name for name, _, _ in PAGES])
-def test_links_and_encoding_equal_the_scrapy_crawlers(body: bytes,
-                                                      content_type: str | None) -> None:
-    assert lxml_extract(body, url=URL, content_type=content_type) == \
-        scrapy_extract(body, url=URL, content_type=content_type)
+        reference(body, url=URL, content_type=content_type)
 
 
 @pytest.mark.parametrize(("body", "content_type"), [(b, c) for _, b, c in PAGES],

@@ -10,8 +10,8 @@ from typing import Any
 
 import redis
 
+from scrapy_cluster.crawler.common.funnel import FunnelCounter
 from scrapy_cluster.crawler.fast.link_batch import LinkBatcher
-from scrapy_cluster.crawler.funnel import FunnelCounter
 from scrapy_cluster.frontier.model import EnqueueResult
 
 

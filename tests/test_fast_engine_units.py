@@ -23,9 +23,14 @@ from scrapy.responsetypes import responsetypes
 from scrapy.utils.test import get_crawler
 
 from scrapy_cluster import keys
-from scrapy_cluster.crawler import items
+from scrapy_cluster.crawler import response_items
+from scrapy_cluster.crawler.common import items
+from scrapy_cluster.crawler.common.address_guard import AddressGuard
+from scrapy_cluster.crawler.common.funnel import FunnelCounter
 from scrapy_cluster.crawler.fast.app import build_politeness, ssrf_check
-from scrapy_cluster.crawler.fast.engine import FastEngine
+from scrapy_cluster.crawler.fast.async_lease_book import AsyncLeaseBook
+from scrapy_cluster.crawler.fast.domain_hooks import Politeness
+from scrapy_cluster.crawler.fast.engine import EnginePolicy, FastEngine
 from scrapy_cluster.crawler.fast.extract import LxmlExtractor
 from scrapy_cluster.crawler.fast.fetch import (
     AiohttpFetcher,
@@ -34,26 +39,23 @@ from scrapy_cluster.crawler.fast.fetch import (
     FetchResponse,
     too_large,
 )
-from scrapy_cluster.crawler.fast.leases import AsyncLeaseBook
 from scrapy_cluster.crawler.fast.pages import (
+    PageParts,
     PageProcessor,
     redirect_target,
     response_header_dict,
 )
 from scrapy_cluster.crawler.fast.policy import PagePolicy
-from scrapy_cluster.crawler.fast.politeness import Politeness
 from scrapy_cluster.crawler.fast.requests import build_request, header_dict, last_header
 from scrapy_cluster.crawler.fast.robots import RobotsCache
-from scrapy_cluster.crawler.funnel import FunnelCounter
-from scrapy_cluster.crawler.links import page_links
 from scrapy_cluster.crawler.middlewares import CrawlCookiesMiddleware
+from scrapy_cluster.crawler.page_links import page_links
 from scrapy_cluster.crawler.serialization import request_from_dict
 from scrapy_cluster.crawler.spiders.link import LinkSpider
-from scrapy_cluster.crawler.ssrf import AddressGuard
 from scrapy_cluster.frontier import AsyncFrontier, DispatchView
 from scrapy_cluster.frontier.model import LeasedRequest
 from scrapy_cluster.settings import load_settings
-from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from scrapy_cluster.sitegen.site import SiteConfig, SiteServer
 from tests.support.services import free_port
 
 POLICY = PagePolicy.from_settings(load_settings("crawler", environ={}, overrides={
@@ -93,7 +95,7 @@ def scrapy_item(stored: Mapping[str, Any], status: int, headers: tuple[tuple[str
     cls = responsetypes.from_args(headers=raw, url=request.url, body=body)
     response = cls(url=request.url, status=status, headers=raw, body=body, request=request)
     found = page_links(response, max_links=POLICY.max_links)
-    return items.response_item(response, found.links, now_s=0.0, base64_body=False,
+    return response_items.response_item(response, found.links, now_s=0.0, base64_body=False,
                                links_dropped=found.dropped)
 
 
@@ -132,7 +134,7 @@ def test_error_item_equals_the_scrapy_crawlers_error_item() -> None:
                              message=items.MAX_REDIRECTS_MESSAGE, reason="too_many_redirects",
                              request_headers=header_dict(request.headers), meta=stored,
                              now_s=0.0)
-    assert fast == items.error_item(scrapy_request(stored),
+    assert fast == response_items.error_item(scrapy_request(stored),
                                     IgnoreRequest(items.MAX_REDIRECTS_MESSAGE), now_s=0.0)
 
 
@@ -149,8 +151,9 @@ def test_redirect_target_is_joined_and_keeps_the_fragment() -> None:
 
 
 def test_a_domain_gets_at_most_its_share_of_the_slots() -> None:
-    engine = FastEngine(None, None, None, view=lambda: VIEW, slots=8,  # type: ignore[arg-type]
-                        per_domain=4, ack_flush_s=1, reap_interval_s=1)
+    engine = FastEngine(None, None, None, view=lambda: VIEW,  # type: ignore[arg-type]
+                        policy=EnginePolicy(slots=8, per_domain=4, ack_flush_s=1,
+                                            reap_interval_s=1))
     shares = []
     for domain in ("a.org", "b.org", "c.org"):
         engine._waiting[domain].append((None, None))  # type: ignore[arg-type]
@@ -263,10 +266,10 @@ class Rig:
         self.items: list[dict[str, Any]] = []
         self.fetcher = SiteFetcher(answers) if fetcher is None else fetcher
         self.view = view
-        self.processor = PageProcessor(
+        self.processor = PageProcessor(PageParts(
             fetcher=self.fetcher, extractor=LxmlExtractor(), frontier=self.frontier,
-            leases=self.leases, send=self.items.append, funnel=self.funnel, policy=policy,
-            robots=robots, spider=spider)
+            leases=self.leases, send=self.items.append, funnel=self.funnel,
+            robots=robots, spider=spider), policy)
 
     async def seed(self, url: str, **fields: Any) -> None:
         await self.frontier.enqueue_many([{**CRAWL, "url": url, **fields}], dedupe=True)
@@ -460,7 +463,8 @@ def test_the_engine_crawls_a_small_site_once_and_acks_every_lease(
     async def scenario(rig: Rig) -> Any:
         await rig.seed("http://a.org/0.html", maxdepth=5)
         engine = FastEngine(rig.frontier, rig.processor, rig.leases, view=lambda: VIEW,
-                            slots=4, per_domain=2, ack_flush_s=0.02, reap_interval_s=1)
+                            policy=EnginePolicy(slots=4, per_domain=2, ack_flush_s=0.02,
+                                                reap_interval_s=1))
         task = asyncio.create_task(engine.run())
         for _ in range(3000):  # at most ~30 s
             if len(rig.items) >= len(pages):
@@ -592,7 +596,8 @@ def test_a_downloaded_page_frees_its_slot_and_at_most_twice_the_slots_are_in_han
         gate = GatedLinks(rig.frontier)
         rig.processor.frontier = gate
         engine = FastEngine(rig.frontier, rig.processor, rig.leases, view=lambda: VIEW,
-                            slots=2, per_domain=2, ack_flush_s=0.02, reap_interval_s=1)
+                            policy=EnginePolicy(slots=2, per_domain=2, ack_flush_s=0.02,
+                                                reap_interval_s=1))
         task = asyncio.create_task(engine.run())
         for _ in range(500):  # at most ~5 s
             if len(rig.fetcher.fetched) >= 4:

@@ -25,9 +25,9 @@ from scrapy.spidermiddlewares.urllength import UrlLengthMiddleware
 from scrapy.utils.test import get_crawler
 
 from scrapy_cluster import keys
-from scrapy_cluster.crawler import items
+from scrapy_cluster.crawler.common import items
 from scrapy_cluster.crawler.fast.app import check_spider
-from scrapy_cluster.crawler.fast.engine import FastEngine
+from scrapy_cluster.crawler.fast.engine import EnginePolicy, FastEngine
 from scrapy_cluster.crawler.fast.extract import LxmlExtractor
 from scrapy_cluster.crawler.fast.fetch import FetchResponse
 from scrapy_cluster.crawler.fast.pages import response_header_dict
@@ -43,6 +43,7 @@ from scrapy_cluster.crawler.spiders.wandering import WanderingSpider as ScrapyWa
 from scrapy_cluster.errors import SettingsError
 from scrapy_cluster.frontier import DispatchView
 from scrapy_cluster.settings import load_settings
+from tests.support.spiders import HANDOFF_SPIDER
 from tests.test_fast_engine_units import POLICY, Rig, scrapy_request
 
 VIEW = DispatchView("wandering")
@@ -196,7 +197,7 @@ def test_the_fast_engine_runs_the_link_and_wandering_spiders_only() -> None:
     check_spider("link")
     check_spider("wandering")
     with pytest.raises(SettingsError, match="only the 'link' and 'wandering' spiders"):
-        check_spider("scrapy_cluster.testing.spiders:HandoffSpider")
+        check_spider(HANDOFF_SPIDER)
     assert (type(fast_spider("link", settings)), type(fast_spider("wandering", settings))) == \
         (LinkSpider, WanderingSpider)
 
@@ -338,7 +339,8 @@ def test_the_engine_wanders_until_the_walk_ends_and_acks_every_lease(
     async def scenario(rig: WanderRig) -> Any:
         await rig.seed("http://example.com/0.html")
         engine = FastEngine(rig.frontier, rig.processor, rig.leases, view=lambda: VIEW,
-                            slots=4, per_domain=2, ack_flush_s=0.02, reap_interval_s=1)
+                            policy=EnginePolicy(slots=4, per_domain=2, ack_flush_s=0.02,
+                                                reap_interval_s=1))
         task = asyncio.create_task(engine.run())
         for _ in range(3000):  # at most ~30 s
             if len(rig.items) >= 9:

@@ -8,7 +8,8 @@ import redis
 
 from scrapy_cluster import keys
 from scrapy_cluster.frontier import Frontier
-from tests.test_frontier_helpers import VIEW, ManualClock, drain, make_frontier, req
+from tests.support.frontier import VIEW, FrontierFactory, ManualClock, drain, req
+from tests.support.frontier import frontier_factory as frontier_factory  # on both clients
 
 pytestmark = pytest.mark.integration
 
@@ -18,8 +19,8 @@ def link(url: str, depth: int, **fields: object) -> dict[str, object]:
 
 
 @pytest.fixture
-def frontier(redis_client: redis.Redis) -> Frontier:
-    return make_frontier(redis_client, ManualClock())
+def frontier(redis_client: redis.Redis, frontier_factory: FrontierFactory) -> Frontier:
+    return frontier_factory(redis_client, ManualClock())
 
 
 def popped(frontier: Frontier) -> list[tuple[str, int, int, bool]]:

@@ -3,15 +3,12 @@ fresh throttle slot, or is told how long to wait (real Redis, injected clock).""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 import redis
-import redis.asyncio
 
 from scrapy_cluster import keys
-from scrapy_cluster.frontier import AsyncFrontier
-from tests.test_frontier_helpers import VIEW, ManualClock, make_frontier, settings
+from tests.support.frontier import VIEW, FrontierFactory, ManualClock
+from tests.support.frontier import frontier_factory as frontier_factory  # on both clients
 from tests.test_frontier_throttle import many
 
 pytestmark = pytest.mark.integration
@@ -22,9 +19,9 @@ WINDOW_KEY = keys.throttle_window("a.com", spiderid="link", ip="10.0.0.1")
 
 
 def test_a_late_request_whose_slot_is_still_the_last_takes_it_now(
-        redis_client: redis.Redis) -> None:
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
     clock = ManualClock()
-    frontier = make_frontier(redis_client, clock, **MODERATED)
+    frontier = frontier_factory(redis_client, clock, **MODERATED)
     frontier.enqueue_many(many("a.com", 3))
     first = frontier.pop(VIEW, 5).requests[0]
     clock.advance(440)
@@ -35,9 +32,9 @@ def test_a_late_request_whose_slot_is_still_the_last_takes_it_now(
 
 
 def test_a_late_request_waits_for_the_slot_after_one_dispatched_since(
-        redis_client: redis.Redis) -> None:
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
     clock = ManualClock()
-    frontier = make_frontier(redis_client, clock, **MODERATED)
+    frontier = frontier_factory(redis_client, clock, **MODERATED)
     frontier.enqueue_many(many("a.com", 3))
     first = frontier.pop(VIEW, 5).requests[0]
     clock.advance(200)
@@ -54,10 +51,10 @@ def test_a_late_request_waits_for_the_slot_after_one_dispatched_since(
 
 
 def test_a_sliding_window_late_request_replaces_its_stale_entry(
-        redis_client: redis.Redis) -> None:
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
     clock = ManualClock()
-    frontier = make_frontier(redis_client, clock, QUEUE_HITS=2, QUEUE_WINDOW=1,
-                             THROTTLE_SEND_ALLOWANCE_MS=0)
+    frontier = frontier_factory(redis_client, clock, QUEUE_HITS=2, QUEUE_WINDOW=1,
+                                THROTTLE_SEND_ALLOWANCE_MS=0)
     frontier.enqueue_many(many("a.com", 4))
     first, second = frontier.pop(VIEW, 5).requests
     clock.advance(300)
@@ -69,28 +66,10 @@ def test_a_sliding_window_late_request_replaces_its_stale_entry(
     assert frontier.late_slot(VIEW, "a.com", 12345) == 700
 
 
-def test_an_unthrottled_domain_needs_no_fresh_slot(redis_client: redis.Redis) -> None:
-    frontier = make_frontier(redis_client, ManualClock(), QUEUE_WINDOW=0)
+def test_an_unthrottled_domain_needs_no_fresh_slot(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = frontier_factory(redis_client, ManualClock(), QUEUE_WINDOW=0)
     frontier.enqueue_many(many("a.com", 1))
     leased = frontier.pop(VIEW, 5).requests[0]
     assert frontier.late_slot(VIEW, "a.com", leased.dispatched_at_ms) == 0
     assert not redis_client.exists(TIME_KEY, WINDOW_KEY)
-
-
-def test_the_asyncio_frontier_answers_the_same(redis_client: redis.Redis, redis_url: str) -> None:
-    clock = ManualClock()
-    make_frontier(redis_client, clock, **MODERATED).enqueue_many(many("a.com", 3))
-
-    async def scenario() -> list[int]:
-        client = redis.asyncio.Redis.from_url(redis_url)
-        frontier = AsyncFrontier.from_settings(settings(**MODERATED), client, clock=clock)
-        first = (await frontier.pop(VIEW, 5)).requests[0]
-        clock.advance(200)
-        second = (await frontier.pop(VIEW, 5)).requests[0]
-        clock.advance(250)
-        answers = [await frontier.late_slot(VIEW, "a.com", first.dispatched_at_ms),
-                   await frontier.late_slot(VIEW, "a.com", second.dispatched_at_ms)]
-        await client.aclose()
-        return answers
-
-    assert asyncio.run(scenario()) == [0, 200]

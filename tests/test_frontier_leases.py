@@ -1,32 +1,33 @@
-"""Leases (at-least-once), dedupe, crawl info and purge against a real redis-server."""
+"""Leases (at-least-once), dedupe, crawl info and purge against a real redis-server, on both
+frontier clients."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
 import redis
-import redis.asyncio
 
 from scrapy_cluster import keys
-from scrapy_cluster.frontier import AsyncFrontier, DispatchView
-from tests.test_frontier_helpers import (
+from scrapy_cluster.frontier import PurgeResult
+from tests.support.frontier import (
     VIEW,
+    FrontierFactory,
     ManualClock,
     drain,
     make_frontier,
     pop_urls,
     req,
-    settings,
 )
+from tests.support.frontier import frontier_factory as frontier_factory  # on both clients
 
 pytestmark = pytest.mark.integration
 
 
-def test_acked_request_never_returns(redis_client: redis.Redis) -> None:
+def test_acked_request_never_returns(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
     clock = ManualClock()
-    frontier = make_frontier(redis_client, clock, LEASE_TIMEOUT=10)
+    frontier = frontier_factory(redis_client, clock, LEASE_TIMEOUT=10)
     frontier.enqueue_many([req("http://a.com/")])
     leased = frontier.pop(VIEW, 1).requests
     assert frontier.ack([leased[0].lease_id]) == 1
@@ -35,16 +36,18 @@ def test_acked_request_never_returns(redis_client: redis.Redis) -> None:
     assert drain(frontier) == []
 
 
-def test_released_request_goes_back_to_the_head(redis_client: redis.Redis) -> None:
-    frontier = make_frontier(redis_client, ManualClock())
+def test_released_request_goes_back_to_the_head(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = frontier_factory(redis_client, ManualClock())
     frontier.enqueue_many([req("http://a.com/1"), req("http://a.com/2")])
     first = frontier.pop(VIEW, 1).requests[0]
     assert frontier.release([first.lease_id]) == 1
     assert drain(frontier) == ["http://a.com/1", "http://a.com/2"]
 
 
-def test_release_with_negative_delta_lowers_priority(redis_client: redis.Redis) -> None:
-    frontier = make_frontier(redis_client, ManualClock())
+def test_release_with_negative_delta_lowers_priority(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = frontier_factory(redis_client, ManualClock())
     frontier.enqueue_many([req("http://a.com/1"), req("http://a.com/2")])
     first = frontier.pop(VIEW, 1).requests[0]
     frontier.release([first.lease_id], priority_delta=-1)
@@ -53,9 +56,10 @@ def test_release_with_negative_delta_lowers_priority(redis_client: redis.Redis) 
         ("http://a.com/2", 1), ("http://a.com/1", 0)]
 
 
-def test_reap_returns_expired_leases_only(redis_client: redis.Redis) -> None:
+def test_reap_returns_expired_leases_only(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
     clock = ManualClock()
-    frontier = make_frontier(redis_client, clock, LEASE_TIMEOUT=10)
+    frontier = frontier_factory(redis_client, clock, LEASE_TIMEOUT=10)
     frontier.enqueue_many([req("http://a.com/1")])
     frontier.pop(VIEW, 1)
     clock.advance(9_999)
@@ -66,8 +70,9 @@ def test_reap_returns_expired_leases_only(redis_client: redis.Redis) -> None:
     assert drain(frontier) == ["http://a.com/1"]
 
 
-def test_release_held_gives_back_everything_on_shutdown(redis_client: redis.Redis) -> None:
-    frontier = make_frontier(redis_client, ManualClock())
+def test_release_held_gives_back_everything_on_shutdown(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = frontier_factory(redis_client, ManualClock())
     frontier.enqueue_many([req(f"http://d{i}.com/") for i in range(4)])
     leased = frontier.pop(VIEW, 4).requests
     frontier.ack([leased[0].lease_id])
@@ -75,37 +80,42 @@ def test_release_held_gives_back_everything_on_shutdown(redis_client: redis.Redi
     assert len(drain(frontier)) == 3
 
 
-def test_duplicate_is_counted_and_not_queued(redis_client: redis.Redis) -> None:
-    frontier = make_frontier(redis_client, ManualClock())
+def test_duplicate_is_counted_and_not_queued(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = frontier_factory(redis_client, ManualClock())
     frontier.enqueue_many([req("http://a.com/?b=1&a=2")], dedupe=True)
     result = frontier.enqueue_many([req("http://a.com/?a=2&b=1"), req("http://a.com/new")],
                                    dedupe=True)
     assert (result.queued, result.duplicates) == (1, 1)
 
 
-def test_dont_filter_skips_the_duplicate_check(redis_client: redis.Redis) -> None:
-    frontier = make_frontier(redis_client, ManualClock())
+def test_dont_filter_skips_the_duplicate_check(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = frontier_factory(redis_client, ManualClock())
     frontier.enqueue_many([req("http://a.com/")], dedupe=True)
     result = frontier.enqueue_many([req("http://a.com/", dont_filter=True)], dedupe=True)
     assert (result.queued, result.duplicates) == (1, 0)
 
 
-def test_another_crawl_may_crawl_the_same_url(redis_client: redis.Redis) -> None:
-    frontier = make_frontier(redis_client, ManualClock())
+def test_another_crawl_may_crawl_the_same_url(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = frontier_factory(redis_client, ManualClock())
     frontier.enqueue_many([req("http://a.com/", crawlid="one")], dedupe=True)
     result = frontier.enqueue_many([req("http://a.com/", crawlid="two")], dedupe=True)
     assert result.queued == 1
 
 
-def test_many_fingerprints_in_one_bucket_are_told_apart(redis_client: redis.Redis) -> None:
-    frontier = make_frontier(redis_client, ManualClock())
+def test_many_fingerprints_in_one_bucket_are_told_apart(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = frontier_factory(redis_client, ManualClock())
     batch = [req(f"http://a.com/{i}") for i in range(20_000)]
     assert frontier.enqueue_many(batch, dedupe=True).queued == 20_000
     assert frontier.enqueue_many(batch[::1000], dedupe=True).duplicates == 20
 
 
-def test_dupefilter_expires_after_its_timeout(redis_client: redis.Redis) -> None:
-    frontier = make_frontier(redis_client, ManualClock(), DUPEFILTER_TIMEOUT=0.2)
+def test_dupefilter_expires_after_its_timeout(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = frontier_factory(redis_client, ManualClock(), DUPEFILTER_TIMEOUT=0.2)
     frontier.enqueue_many([req("http://a.com/")], dedupe=True)
     filter_key = keys.dupefilter("link", "c1")
     assert 0 < redis_client.pttl(filter_key) <= 200
@@ -115,8 +125,9 @@ def test_dupefilter_expires_after_its_timeout(redis_client: redis.Redis) -> None
     assert frontier.enqueue_many([req("http://a.com/")], dedupe=True).queued == 1
 
 
-def test_info_counts_match_queue_content(redis_client: redis.Redis) -> None:
-    frontier = make_frontier(redis_client, ManualClock())
+def test_info_counts_match_queue_content(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = frontier_factory(redis_client, ManualClock())
     frontier.enqueue_many([req("http://a.com/1", priority=5), req("http://a.com/2", priority=2),
                            req("http://b.com/1", priority=3), req("http://c.com/", crawlid="c2")])
     leased = frontier.pop(VIEW, 1).requests
@@ -128,16 +139,18 @@ def test_info_counts_match_queue_content(redis_client: redis.Redis) -> None:
     assert leased[0].request["url"] == "http://a.com/1"
 
 
-def test_info_per_app_sums_its_crawls(redis_client: redis.Redis) -> None:
-    frontier = make_frontier(redis_client, ManualClock())
+def test_info_per_app_sums_its_crawls(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = frontier_factory(redis_client, ManualClock())
     frontier.enqueue_many([req("http://a.com/1"), req("http://a.com/2", crawlid="c2"),
                            req("http://a.com/3", appid="other", crawlid="c3")])
     info = frontier.crawl_info("link", "app")
     assert (info.total_pending, info.crawlids) == (2, ["c1", "c2"])
 
 
-def test_purge_removes_the_crawl_and_its_leases_only(redis_client: redis.Redis) -> None:
-    frontier = make_frontier(redis_client, ManualClock())
+def test_purge_removes_the_crawl_and_its_leases_only(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = frontier_factory(redis_client, ManualClock())
     frontier.enqueue_many([req(f"http://d{i}.com/{i}") for i in range(10)]
                           + [req(f"http://d{i}.com/keep", crawlid="c2") for i in range(3)])
     leased = frontier.pop(VIEW, 2).requests
@@ -150,33 +163,39 @@ def test_purge_removes_the_crawl_and_its_leases_only(redis_client: redis.Redis) 
     assert frontier.enqueue_many([req("http://new.com/")]).blacklisted == 1
 
 
-def test_purge_by_app_removes_all_its_crawls(redis_client: redis.Redis) -> None:
-    frontier = make_frontier(redis_client, ManualClock(), FRONTIER_PURGE_CHUNK=3)
+def test_purge_by_app_removes_all_its_crawls(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = frontier_factory(redis_client, ManualClock(), FRONTIER_PURGE_CHUNK=3)
     frontier.enqueue_many([req(f"http://a.com/{i}", crawlid=f"c{i % 2}") for i in range(10)]
                           + [req("http://a.com/x", appid="other", crawlid="o")])
     assert frontier.purge("link", "app") == 10
     assert pop_urls(frontier, 10) == ["http://a.com/x"]
 
 
-def test_async_frontier_shares_the_queues(redis_url: str, redis_client: redis.Redis) -> None:
-    sync_frontier = make_frontier(redis_client, ManualClock())
-    sync_frontier.enqueue_many([req("http://a.com/1"), req("http://b.com/2")])
+def test_purge_detail_tells_queued_from_leased_and_the_prior_status(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = frontier_factory(redis_client, ManualClock(), FRONTIER_PURGE_CHUNK=2)
+    frontier.enqueue_many([req(f"http://d{i}.com/") for i in range(5)])
+    frontier.pop(VIEW, 2)
+    assert frontier.purge_detail("link", "app", "c1", reason="expired") == \
+        PurgeResult(queued=3, in_flight=2, prior_status="running")
+    assert frontier.purge_detail("link", "app", "c1") == PurgeResult(0, 0, "expired")
+    assert frontier.purge("link", "app", "c1") == 0
 
-    async def scenario() -> tuple[list[str], int, int]:
-        client = redis.asyncio.Redis.from_url(redis_url)
-        frontier = AsyncFrontier.from_settings(settings(), client)
-        popped = await frontier.pop(DispatchView("link", "10.0.0.1"), 5)
-        acked = await frontier.ack([popped.requests[0].lease_id])
-        info = await frontier.crawl_info("link", "app", "c1")
-        await client.aclose()
-        return sorted(item.request["url"] for item in popped.requests), acked, info.in_flight
 
-    assert asyncio.run(scenario()) == (["http://a.com/1", "http://b.com/2"], 1, 1)
+def test_a_queue_filled_by_frontier_is_served_by_either_client(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    make_frontier(redis_client).enqueue_many([req("http://a.com/1"), req("http://b.com/2")])
+    frontier = frontier_factory(redis_client)
+    popped = frontier.pop(VIEW, 5).requests
+    assert sorted(item.request["url"] for item in popped) == ["http://a.com/1", "http://b.com/2"]
+    assert frontier.ack([popped[0].lease_id]) == 1
+    assert frontier.crawl_info("link", "app", "c1").in_flight == 1
 
 
 def test_app_counts_sum_each_crawl_per_domain_and_drop_finished_crawls(
-        redis_client: redis.Redis) -> None:
-    frontier = make_frontier(redis_client, ManualClock())
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = frontier_factory(redis_client, ManualClock())
     frontier.enqueue_many([req("http://d.com/", crawlid="done")])
     (finished,) = frontier.pop(VIEW, 1).requests
     assert frontier.ack([finished.lease_id]) == 1
@@ -193,9 +212,9 @@ def test_app_counts_sum_each_crawl_per_domain_and_drop_finished_crawls(
 
 
 def test_a_stopped_crawl_leaves_the_blacklist_after_crawl_blacklist_ttl(
-        redis_client: redis.Redis) -> None:
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
     clock = ManualClock()
-    frontier = make_frontier(redis_client, clock, CRAWL_BLACKLIST_TTL=60)
+    frontier = frontier_factory(redis_client, clock, CRAWL_BLACKLIST_TTL=60)
     frontier.purge("link", "app", "c1")
     clock.advance(30_000)
     frontier.purge("link", "app", "c2")
@@ -208,9 +227,10 @@ def test_a_stopped_crawl_leaves_the_blacklist_after_crawl_blacklist_ttl(
     assert frontier.enqueue_many([req("http://late.com/", crawlid="c2")]).blacklisted == 1
 
 
-def test_crawl_blacklist_ttl_0_keeps_stopped_crawls_for_ever(redis_client: redis.Redis) -> None:
+def test_crawl_blacklist_ttl_0_keeps_stopped_crawls_for_ever(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
     clock = ManualClock()
-    frontier = make_frontier(redis_client, clock, CRAWL_BLACKLIST_TTL=0)
+    frontier = frontier_factory(redis_client, clock, CRAWL_BLACKLIST_TTL=0)
     frontier.purge("link", "app", "c1")
     clock.advance(10 * 365 * 86_400_000)
     frontier.purge("link", "app", "c2")

@@ -8,15 +8,16 @@ import redis
 from scrapy_cluster import keys
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.frontier.pause import HALT_UNTIL_MS, DomainPauses
-from tests.test_frontier_helpers import (
+from tests.support.frontier import (
     START_MS,
     VIEW,
+    FrontierFactory,
     ManualClock,
     drain,
-    make_frontier,
     pop_urls,
     req,
 )
+from tests.support.frontier import frontier_factory as frontier_factory  # on both clients
 
 pytestmark = pytest.mark.integration
 
@@ -27,18 +28,20 @@ def queue(frontier: Frontier, domain: str, count: int) -> None:
     frontier.enqueue_many([req(f"http://{domain}/{i}") for i in range(count)])
 
 
-def test_a_paused_domain_is_not_dispatched_while_others_are(redis_client: redis.Redis) -> None:
+def test_a_paused_domain_is_not_dispatched_while_others_are(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
     clock = ManualClock()
-    frontier = make_frontier(redis_client, clock)
+    frontier = frontier_factory(redis_client, clock)
     queue(frontier, "bad.com", 3)
     queue(frontier, "good.com", 3)
     DomainPauses(redis_client, clock=clock).pause("bad.com", 10_000)
     assert sorted(drain(frontier)) == [f"http://good.com/{i}" for i in range(3)]
 
 
-def test_a_paused_domain_keeps_its_requests_queued(redis_client: redis.Redis) -> None:
+def test_a_paused_domain_keeps_its_requests_queued(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
     clock = ManualClock()
-    frontier = make_frontier(redis_client, clock)
+    frontier = frontier_factory(redis_client, clock)
     queue(frontier, "bad.com", 3)
     DomainPauses(redis_client, clock=clock).pause("bad.com", 10_000)
     assert drain(frontier) == []
@@ -46,9 +49,9 @@ def test_a_paused_domain_keeps_its_requests_queued(redis_client: redis.Redis) ->
 
 
 def test_a_paused_domain_is_dispatched_again_when_the_pause_is_over(
-        redis_client: redis.Redis) -> None:
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
     clock = ManualClock()
-    frontier = make_frontier(redis_client, clock, FRONTIER_RECHECK_S=30)
+    frontier = frontier_factory(redis_client, clock, FRONTIER_RECHECK_S=30)
     queue(frontier, "bad.com", 2)
     DomainPauses(redis_client, clock=clock).pause("bad.com", 10_000)
     result = frontier.pop(VIEW, 5)
@@ -60,9 +63,9 @@ def test_a_paused_domain_is_dispatched_again_when_the_pause_is_over(
 
 
 def test_a_pause_longer_than_the_recheck_is_looked_at_again_at_the_recheck(
-        redis_client: redis.Redis) -> None:
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
     clock = ManualClock()
-    frontier = make_frontier(redis_client, clock, FRONTIER_RECHECK_S=30)
+    frontier = frontier_factory(redis_client, clock, FRONTIER_RECHECK_S=30)
     queue(frontier, "bad.com", 1)
     DomainPauses(redis_client, clock=clock).pause("bad.com", 100_000)
     assert frontier.pop(VIEW, 5).wait_s == 30.0
@@ -72,9 +75,10 @@ def test_a_pause_longer_than_the_recheck_is_looked_at_again_at_the_recheck(
     assert pop_urls(frontier, 5) == ["http://bad.com/0"]
 
 
-def test_a_pop_removes_a_pause_that_is_over(redis_client: redis.Redis) -> None:
+def test_a_pop_removes_a_pause_that_is_over(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
     clock = ManualClock()
-    frontier = make_frontier(redis_client, clock)
+    frontier = frontier_factory(redis_client, clock)
     queue(frontier, "bad.com", 1)
     DomainPauses(redis_client, clock=clock).pause("bad.com", 1_000)
     clock.advance(1_000)
@@ -99,9 +103,10 @@ def test_a_halt_is_stored_exactly_and_not_shortened_by_a_pause(
     assert redis_client.hget(keys.domain_paused(), "bad.com") == str(HALT_UNTIL_MS).encode()
 
 
-def test_a_halted_domain_is_not_dispatched_until_resumed(redis_client: redis.Redis) -> None:
+def test_a_halted_domain_is_not_dispatched_until_resumed(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
     clock = ManualClock()
-    frontier = make_frontier(redis_client, clock)
+    frontier = frontier_factory(redis_client, clock)
     queue(frontier, "bad.com", 2)
     pauses = DomainPauses(redis_client, clock=clock)
     pauses.halt("bad.com")
@@ -113,9 +118,9 @@ def test_a_halted_domain_is_not_dispatched_until_resumed(redis_client: redis.Red
 
 
 def test_resume_wakes_waiting_crawlers_and_says_whether_it_was_paused(
-        redis_client: redis.Redis) -> None:
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
     clock = ManualClock()
-    frontier = make_frontier(redis_client, clock)
+    frontier = frontier_factory(redis_client, clock)
     queue(frontier, "bad.com", 1)
     pauses = DomainPauses(redis_client, clock=clock)
     pauses.halt("bad.com")

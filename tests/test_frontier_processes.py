@@ -17,7 +17,7 @@ import redis
 
 from scrapy_cluster import keys
 from scrapy_cluster.frontier import DispatchView, Frontier
-from tests.test_frontier_helpers import drain, make_frontier, req, settings
+from tests.support.frontier import drain, make_frontier, req, settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -4,24 +4,24 @@ itself is pure (unit tests); the rest runs against a real redis-server."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 import redis
-import redis.asyncio
 
 from scrapy_cluster import keys
-from scrapy_cluster.crawler.funnel import FunnelCounter
-from scrapy_cluster.frontier import AsyncFrontier, Frontier
+from scrapy_cluster.crawler.common.funnel import FunnelCounter
+from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.frontier.seen import SeenCache, safe_window_s
-from tests.test_frontier_helpers import (
+from tests.support.frontier import (
     VIEW,
     CountingConnection,
+    FrontierFactory,
     ManualClock,
     req,
     settings,
 )
+from tests.support.frontier import frontier_factory as frontier_factory  # on both clients
 
 
 class Seconds:
@@ -100,10 +100,10 @@ def test_the_window_never_outlives_half_a_dupefilter() -> None:
 
 # --- against Redis -----------------------------------------------------------------------------
 
-def cached_frontier(client: redis.Redis, clock: ManualClock | None = None,
-                    seconds: Seconds | None = None, **overrides: Any) -> Frontier:
-    frontier = Frontier.from_settings(settings(**overrides), client, clock=clock,
-                                      seen_cache=True)
+def cached_frontier(frontier_factory: FrontierFactory, client: redis.Redis,
+                    clock: ManualClock | None = None, seconds: Seconds | None = None,
+                    **overrides: Any) -> Frontier:
+    frontier = frontier_factory(client, clock, seen_cache=True, **overrides)
     assert frontier.seen is not None
     frontier.seen = SeenCache(frontier.seen.window_s, 1000, clock=seconds or Seconds())
     return frontier
@@ -114,12 +114,13 @@ def links(n: int, depth: int = 1, crawlid: str = "c1") -> list[dict[str, Any]]:
             for i in range(n)]
 
 
-def test_a_repeated_batch_costs_no_round_trip(redis_url: str) -> None:
+def test_a_repeated_batch_costs_no_round_trip(
+        redis_url: str, frontier_factory: FrontierFactory) -> None:
     pool = redis.ConnectionPool.from_url(redis_url, connection_class=CountingConnection)
     client = redis.Redis(connection_pool=pool)
     client.flushdb()
     try:
-        frontier = cached_frontier(client, ManualClock())
+        frontier = cached_frontier(frontier_factory, client, ManualClock())
         first = frontier.enqueue_many(links(20), dedupe=True)
         assert (first.queued, first.cached) == (20, 0)
         before = CountingConnection.sent
@@ -135,13 +136,14 @@ def test_a_repeated_batch_costs_no_round_trip(redis_url: str) -> None:
         client.close()
 
 
-def test_queue_dupefilter_and_funnel_end_as_without_the_cache(redis_client: redis.Redis) -> None:
+def test_queue_dupefilter_and_funnel_end_as_without_the_cache(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
     """The same sequence of batches on two crawls, one through a cached frontier (its skipped
     links counted by the crawler's funnel and written by an ack), one without: same queue
     contents, same dupefilter, same funnel."""
     clock = ManualClock()
-    plain = Frontier.from_settings(settings(), redis_client, clock=clock)
-    cached = cached_frontier(redis_client, clock)
+    plain = frontier_factory(redis_client, clock)
+    cached = cached_frontier(frontier_factory, redis_client, clock)
     counter = FunnelCounter()
     batches = [links(10, 2), links(15, 3), links(15, 1), links(5, 4) + links(20, 2), links(3, 0)]
     for batch in batches:
@@ -167,8 +169,8 @@ def test_queue_dupefilter_and_funnel_end_as_without_the_cache(redis_client: redi
 
 
 def test_a_shallower_repeat_still_reaches_redis_as_a_depth_upgrade(
-        redis_client: redis.Redis) -> None:
-    frontier = cached_frontier(redis_client, ManualClock())
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = cached_frontier(frontier_factory, redis_client, ManualClock())
     frontier.enqueue_many([req("http://a.com/x", curdepth=3, maxdepth=5)], dedupe=True)
     upgraded = frontier.enqueue_many([req("http://a.com/x", curdepth=1, maxdepth=5)], dedupe=True)
     assert (upgraded.cached, upgraded.depth_upgrades, upgraded.queued) == (0, 1, 1)
@@ -177,8 +179,9 @@ def test_a_shallower_repeat_still_reaches_redis_as_a_depth_upgrade(
     assert (deeper.cached, deeper.queued) == (1, 0)
 
 
-def test_a_batch_with_a_blacklisted_request_teaches_nothing(redis_client: redis.Redis) -> None:
-    frontier = cached_frontier(redis_client, ManualClock())
+def test_a_batch_with_a_blacklisted_request_teaches_nothing(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = cached_frontier(frontier_factory, redis_client, ManualClock())
     redis_client.sadd(keys.crawl_blacklist("link"), "stopped")
     result = frontier.enqueue_many([req("http://a.com/1"), req("http://a.com/2", crawlid="stopped")],
                                    dedupe=True)
@@ -189,9 +192,10 @@ def test_a_batch_with_a_blacklisted_request_teaches_nothing(redis_client: redis.
     assert frontier.seen.covers(key("http://a.com/1"), 0)
 
 
-def test_after_the_window_a_repeat_asks_redis_again(redis_client: redis.Redis) -> None:
+def test_after_the_window_a_repeat_asks_redis_again(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
     seconds = Seconds()
-    frontier = cached_frontier(redis_client, ManualClock(), seconds)
+    frontier = cached_frontier(frontier_factory, redis_client, ManualClock(), seconds)
     frontier.enqueue_many(links(5), dedupe=True)
     assert frontier.enqueue_many(links(5), dedupe=True).cached == 5
     seconds.now += 121
@@ -199,29 +203,13 @@ def test_after_the_window_a_repeat_asks_redis_again(redis_client: redis.Redis) -
     assert (result.cached, result.duplicates, result.queued) == (0, 5, 0)
 
 
-def test_retries_and_dont_filter_requests_bypass_the_cache(redis_client: redis.Redis) -> None:
-    frontier = cached_frontier(redis_client, ManualClock())
+def test_retries_and_dont_filter_requests_bypass_the_cache(
+        redis_client: redis.Redis, frontier_factory: FrontierFactory) -> None:
+    frontier = cached_frontier(frontier_factory, redis_client, ManualClock())
     frontier.enqueue_many(links(3), dedupe=True)
     assert frontier.enqueue_many(links(3), dedupe=False).queued == 3
     forced = [{**r, "dont_filter": True} for r in links(3)]
     assert frontier.enqueue_many(forced, dedupe=True).queued == 3
-
-
-def test_the_async_frontier_skips_the_same_way(redis_url: str) -> None:
-    async def run() -> tuple[int, int, int]:
-        client = redis.asyncio.Redis.from_url(redis_url)
-        try:
-            await client.flushdb()
-            frontier = AsyncFrontier.from_settings(settings(), client, clock=ManualClock(),
-                                                   seen_cache=True)
-            first = await frontier.enqueue_many(links(8), dedupe=True)
-            again = await frontier.enqueue_many(links(8, depth=2), dedupe=True)
-            return first.queued, again.cached, again.queued
-        finally:
-            await client.flushdb()
-            await client.aclose()
-
-    assert asyncio.run(run()) == (8, 8, 0)
 
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,7 @@ import redis
 
 from scrapy_cluster.frontier.throttled_queue import RedisThrottledQueue
 from scrapy_cluster.queues import RedisPriorityQueue, RedisQueue
-from tests.test_frontier_helpers import ManualClock
+from tests.support.frontier import ManualClock
 
 pytestmark = pytest.mark.integration
 

@@ -36,12 +36,13 @@ from scrapy_cluster.bus import create_bus, topics
 from scrapy_cluster.kafka_monitor.app import open_monitor as open_kafka_monitor
 from scrapy_cluster.redis_monitor.app import open_monitor as open_redis_monitor
 from scrapy_cluster.settings import load_settings
-from scrapy_cluster.testing.site import SiteConfig
-from tests.test_crawler_cluster import Cluster, running_cluster
+from scrapy_cluster.sitegen.site import SiteConfig
+from tests.support.addresses import FUNNEL_CRAWL
+from tests.support.cluster import Cluster, running_cluster
 
 pytestmark = pytest.mark.integration
 
-HOSTS = {"A": "127.0.0.91", "B": "127.0.0.92", "C": "127.0.0.93"}
+HOSTS = dict(zip("ABC", FUNNEL_CRAWL.hosts(91, 92, 93), strict=True))
 LINKS = {"A0": "A1 B1 C1 A5 A0", "A1": "A2 B2 A0", "B1": "B2 B3 C2", "A2": "A3 A0",
          "B2": "B4", "B3": "A1 B4"}
 GRAPH = tuple(((HOSTS[page[0]], int(page[1:])),

@@ -20,7 +20,7 @@ import redis
 from scrapy_cluster import keys
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.rest.dashboard.sections import NodeMemory
-from scrapy_cluster.rest.metrics import ClusterReader
+from scrapy_cluster.rest.metrics import MetricsReader
 from scrapy_cluster.settings import load_settings
 from scrapy_cluster.stats import WindowedStats
 from scrapy_cluster.upkeep import Heartbeat
@@ -61,7 +61,7 @@ def live(client: redis.Redis, redis_url: str) -> dict[str, int]:
     """Live nodes per component, read as ``/metrics`` reads them."""
     settings = load_settings("rest", environ={}, overrides={"REDIS_URL": redis_url,
                                                              "BUS_BACKEND": "redis"})
-    reader = ClusterReader(client, Frontier.from_settings(settings, client),
+    reader = MetricsReader(client, Frontier.from_settings(settings, client),
                            heartbeat_timeout_s=float(settings["HEARTBEAT_TIMEOUT"]))
     return reader.read().live_nodes
 

@@ -72,9 +72,9 @@ class Monitors:
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> subprocess.Popen[bytes]:
-        log = open(self.log_dir / f"monitor-{len(self.processes)}.log", "wb")  # noqa: SIM115
-        process = subprocess.Popen([sys.executable, "-m", "scrapy_cluster", "kafka-monitor",
-                                    "run"], env=self.env, stdout=log, stderr=log)
+        with open(self.log_dir / f"monitor-{len(self.processes)}.log", "wb") as log:
+            process = subprocess.Popen([sys.executable, "-m", "scrapy_cluster", "kafka-monitor",
+                                        "run"], env=self.env, stdout=log, stderr=log)
         self.processes.append(process)
         return process
 

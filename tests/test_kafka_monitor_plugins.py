@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from scrapy_cluster import keys
+from scrapy_cluster.api.validation import Accepted
 from scrapy_cluster.errors import NotConfigured, PluginError
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.kafka_monitor.loader import build_plugins, build_validator, plugin_classes
@@ -21,7 +22,6 @@ from scrapy_cluster.kafka_monitor.plugins import (
     StatsHandler,
     ZookeeperHandler,
 )
-from scrapy_cluster.kafka_monitor.validation import Accepted
 from scrapy_cluster.settings import Settings, load_settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

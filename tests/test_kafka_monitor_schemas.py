@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from scrapy_cluster.api.validation import Accepted, RequestValidator
 from scrapy_cluster.kafka_monitor.loader import build_validator, plugin_classes
-from scrapy_cluster.kafka_monitor.validation import Accepted, RequestValidator
 from scrapy_cluster.settings import load_settings
 
 CRAWL = {"url": "http://www.dmoz.org/", "appid": "testapp", "crawlid": "abc123"}

@@ -24,12 +24,14 @@ from scrapy.http import HtmlResponse
 
 from scrapy_cluster.log import configure_logging, request_fields
 from scrapy_cluster.settings import load_settings
-from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from scrapy_cluster.sitegen.site import SiteConfig, SiteServer
+from tests.support.addresses import LOG_FIELDS
 from tests.support.bus_fixtures import REDIS_TEST_CLAIM_IDLE_MS
 from tests.support.processes import Processes
 from tests.support.services import free_port
 
 PROCESS_MARKS = (pytest.mark.integration, pytest.mark.slow)
+HOST = LOG_FIELDS.host(51)
 
 
 def processes_test(test: Callable[..., None]) -> Callable[..., None]:
@@ -64,7 +66,7 @@ def env(redis_url: str, redis_client: redis.Redis) -> dict[str, str]:
 
 @pytest.fixture
 def site() -> Iterator[SiteServer]:
-    with SiteServer(SiteConfig(hosts=("127.0.0.51",), pages_per_host=3), free_port()) as server:
+    with SiteServer(SiteConfig(hosts=(HOST,), pages_per_host=3), free_port()) as server:
         yield server
 
 
@@ -119,7 +121,7 @@ def test_kafka_monitor_line_about_a_fed_crawl_names_the_request(
         processes: Processes, env: dict[str, str]) -> None:
     monitor = processes.start(env, "kafka-monitor", "run")
     wait_for_record(processes, monitor, lambda r: r["message"] == "Kafka Monitor starting")
-    url = "http://127.0.0.51:1/p/0.html"
+    url = f"http://{HOST}:1/p/0.html"
     feed(env, {"url": url, "appid": "logapp", "crawlid": "logcrawl1"})
     record = wait_for_record(processes, monitor, lambda r: r["event"] == "Added crawl to Redis")
     assert {key: record[key] for key in ("component", "node", "level", "crawlid", "appid",
@@ -133,7 +135,7 @@ def test_crawler_line_about_a_refused_request_names_the_request(
         processes: Processes, env: dict[str, str], site: SiteServer) -> None:
     monitor = processes.start(env, "kafka-monitor", "run")
     crawler = processes.start(env, "crawler", "--spider", "link")
-    forbidden = site.site.url("127.0.0.51", "/private/secret.html")  # robots.txt refuses it
+    forbidden = site.site.url(HOST, "/private/secret.html")  # robots.txt refuses it
     feed(env, {"url": forbidden, "appid": "logapp", "crawlid": "logcrawl2", "maxdepth": 0})
     record = wait_for_record(processes, crawler, lambda r: r["event"] == "request failed")
     assert {key: record[key] for key in ("component", "node", "level", "crawlid", "appid",

@@ -17,7 +17,7 @@ from scrapy_cluster.domain_config import open_store
 from scrapy_cluster.frontier import DispatchView, Frontier
 from scrapy_cluster.migration.legacy import legacy_fingerprint
 from scrapy_cluster.settings import load_settings
-from tests.migrate_support import (
+from tests.support.migration import (
     OriginalRedis,
     api_request,
     link_request,

@@ -16,8 +16,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from scrapy_cluster.testing.site import SiteConfig
-from tests.migrate_support import (
+from scrapy_cluster.sitegen.site import SiteConfig
+from tests.support.addresses import MIGRATE_CRAWL
+from tests.support.cluster import Cluster
+from tests.support.migration import (
     LoggingSite,
     OriginalRedis,
     api_request,
@@ -29,11 +31,10 @@ from tests.migrate_support import (
 )
 from tests.support.services import RedisServer, free_port
 from tests.support.starting import started
-from tests.test_crawler_cluster import Cluster
 
 pytestmark = pytest.mark.integration
 
-ORDERED, LINKED = "127.0.0.81", "127.0.0.82"
+ORDERED, LINKED = MIGRATE_CRAWL.hosts(81, 82)
 PRIORITIES = (5, 90, 20, 90, 20, 5, 50)
 GRAPH = (((LINKED, 0), ((LINKED, 1), (LINKED, 2), (LINKED, 3))),
          *(((ORDERED, n), ()) for n in range(len(PRIORITIES))),

@@ -1,7 +1,7 @@
 """``scrapy-cluster migrate`` on queues exactly as the original 1.2/1.3 wrote them, then crawled.
 
 Every member is built the way the original's code built it and written with ujson 1.35's bytes
-(``tests/migrate_support.py``): Kafka-Monitor seeds with the crawl schema's defaults and the
+(``tests/support/migration.py``): Kafka-Monitor seeds with the crawl schema's defaults and the
 stats hook's ``ts``, and crawler-written Scrapy request dicts (links through the meta
 passthrough, a retry, a followed redirect) with the runtime meta Scrapy put on them. All are
 imported, none refused; the summary counts each mapped and dropped field; a real crawler then
@@ -16,8 +16,10 @@ from dataclasses import dataclass
 import pytest
 
 from scrapy_cluster import keys
-from scrapy_cluster.testing.site import SiteConfig
-from tests.migrate_support import (
+from scrapy_cluster.sitegen.site import SiteConfig
+from tests.support.addresses import MIGRATE_ORIGINAL
+from tests.support.cluster import Cluster
+from tests.support.migration import (
     LoggingSite,
     OriginalRedis,
     crawl_until_quiet,
@@ -32,9 +34,8 @@ from tests.migrate_support import (
 )
 from tests.support.services import RedisServer, free_port
 from tests.support.starting import started
-from tests.test_crawler_cluster import Cluster
 
-SEEDS, LINKS = "127.0.0.85", "127.0.0.86"
+SEEDS, LINKS = MIGRATE_ORIGINAL.hosts(85, 86)
 GRAPH = tuple(((host, n), ()) for host, count in ((SEEDS, 2), (LINKS, 7)) for n in range(count))
 MAPPED = ("  mapped fields: meta.priority → queue score × 5, meta.redirect_times → "
           "redirect_times × 1, null values → unset × 55, priority → queue score × 2")

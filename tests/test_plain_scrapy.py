@@ -20,10 +20,13 @@ import redis
 from scrapy_cluster.bus import create_bus, topics
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.settings import load_settings
-from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from scrapy_cluster.sitegen.site import SiteConfig, SiteServer
+from tests.support.addresses import PLAIN_SCRAPY
 from tests.support.services import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+HOST = PLAIN_SCRAPY.host(41)
 
 USER_SPIDER = textwrap.dedent('''
     from scrapy import Request
@@ -50,7 +53,7 @@ USER_SPIDER = textwrap.dedent('''
 
 @pytest.fixture
 def site() -> Iterator[SiteServer]:
-    with SiteServer(SiteConfig(hosts=("127.0.0.41",), pages_per_host=4), free_port()) as server:
+    with SiteServer(SiteConfig(hosts=(HOST,), pages_per_host=4), free_port()) as server:
         yield server
 
 
@@ -83,7 +86,7 @@ def test_plain_scrapy_runspider_runs_a_user_spider_on_the_frontier(
                                cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     crawlid = uuid.uuid4().hex[:8]
-    seed = site.site.url("127.0.0.41", "/p/0.html")
+    seed = site.site.url(HOST, "/p/0.html")
     frontier = Frontier.from_settings(load_settings(environ={}, overrides=overrides), redis_client)
     queued = frontier.enqueue_many([{"url": seed, "appid": "plain", "crawlid": crawlid,
                                      "spiderid": "titles", "maxdepth": 1}],
@@ -95,9 +98,9 @@ def test_plain_scrapy_runspider_runs_a_user_spider_on_the_frontier(
         crawler.send_signal(signal.SIGTERM)
         output, _ = crawler.communicate(timeout=30)
     by_url = {item["url"]: item for item in items}
-    assert set(by_url) == {seed, site.site.url("127.0.0.41", "/p/1.html")}, output[-2000:]
+    assert set(by_url) == {seed, site.site.url(HOST, "/p/1.html")}, output[-2000:]
     assert by_url[seed]["title"] == "/p/0.html"
-    detail = by_url[site.site.url("127.0.0.41", "/p/1.html")]
+    detail = by_url[site.site.url(HOST, "/p/1.html")]
     assert (detail["note"], detail["probe_header"], detail["callback"]) == \
         ("from parse", "kept", "parse_detail")
     assert "session=abc" in detail["cookie_header"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scrapy_cluster.testing.politeness import (
+from scrapy_cluster.sitegen.throttle_measure import (
     Limit,
     gaps,
     max_in_window,

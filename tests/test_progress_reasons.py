@@ -17,7 +17,7 @@ from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.frontier.model import CrawlFunnel, DispatchView
 from scrapy_cluster.rest.dashboard import classify
 from scrapy_cluster.rest.dashboard.snapshot import SnapshotBuilder
-from scrapy_cluster.rest.metrics import ClusterReader
+from scrapy_cluster.rest.metrics import MetricsReader
 from scrapy_cluster.settings import load_settings
 from scrapy_cluster.stats import WindowedStats
 from scrapy_cluster.stats.coverage import SpiderCoverage, missing_spider_warning
@@ -151,7 +151,7 @@ def test_no_crawler_comes_after_pauses_and_an_empty_queue() -> None:
 def test_metrics_read_the_dropped_urls_in_the_first_round_trip(redis_client: redis.Redis) -> None:
     frontier = Frontier.from_settings(settings(), redis_client)
     refuse_and_filter(frontier)
-    reading = ClusterReader(redis_client, frontier, heartbeat_timeout_s=120).read()
+    reading = MetricsReader(redis_client, frontier, heartbeat_timeout_s=120).read()
     assert reading.filtered == {("link", "ssrf"): 2, ("link", "robots"): 1,
                                 ("link", "offsite"): 5}
 

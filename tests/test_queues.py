@@ -65,9 +65,11 @@ def test_priority_queue_rejects_a_non_integer_priority(redis_client: redis.Redis
         queue.push("x", priority=1.5)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("pop", [{}, {"timeout_s": 0.01}], ids=["pop", "blocking-pop"])
 @pytest.mark.parametrize("queue_class", [RedisQueue, RedisStack, RedisPriorityQueue])
-def test_pop_of_an_empty_container_returns_none(redis_client: redis.Redis, queue_class: type) -> None:
-    assert queue_class(redis_client, "empty").pop() is None
+def test_pop_of_an_empty_container_returns_none(redis_client: redis.Redis, queue_class: type,
+                                                pop: dict[str, float]) -> None:
+    assert queue_class(redis_client, "empty").pop(**pop) is None
 
 
 @pytest.mark.parametrize("queue_class", [RedisQueue, RedisStack, RedisPriorityQueue])
@@ -75,11 +77,6 @@ def test_blocking_pop_returns_an_item_already_there(redis_client: redis.Redis, q
     queue = queue_class(redis_client, "k")
     queue.push("ready")
     assert queue.pop(timeout_s=0.1) == "ready"
-
-
-@pytest.mark.parametrize("queue_class", [RedisQueue, RedisStack, RedisPriorityQueue])
-def test_blocking_pop_of_an_empty_container_returns_none(redis_client: redis.Redis, queue_class: type) -> None:
-    assert queue_class(redis_client, "empty").pop(timeout_s=0.01) is None
 
 
 @pytest.mark.parametrize(("queue_class", "expected"), [
@@ -152,5 +149,6 @@ def test_json_encoding_rejects_bytes_values() -> None:
 def test_queues_module_never_imports_pickle() -> None:
     import scrapy_cluster.queues as queues_module
 
-    source = open(queues_module.__file__, encoding="utf-8").read()
+    with open(queues_module.__file__, encoding="utf-8") as module_file:
+        source = module_file.read()
     assert "import pickle" not in source and "pickle." not in source

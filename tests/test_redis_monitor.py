@@ -14,7 +14,7 @@ import redis
 
 from scrapy_cluster import keys
 from scrapy_cluster.bus import create_bus
-from scrapy_cluster.crawler.stats import ResponseStats
+from scrapy_cluster.crawler.common.response_stats import ResponseStats
 from scrapy_cluster.domain_config import frontier_domain
 from scrapy_cluster.domain_config.redis_store import RedisDomainConfigStore
 from scrapy_cluster.frontier import DispatchView, Frontier

@@ -23,12 +23,13 @@ from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
 from scrapy_cluster.kafka_monitor.jobs import JobWriter
 from scrapy_cluster.redis_monitor.app import open_monitor
 from scrapy_cluster.settings import load_settings
-from scrapy_cluster.testing.site import SiteConfig
-from tests.test_crawler_cluster import Cluster, running_cluster
+from scrapy_cluster.sitegen.site import SiteConfig
+from tests.support.addresses import REDIS_MONITOR_CRAWL
+from tests.support.cluster import Cluster, running_cluster
 
 pytestmark = pytest.mark.integration
 
-HOSTS = ("127.0.0.81", "127.0.0.82")
+HOSTS = REDIS_MONITOR_CRAWL.hosts(81, 82)
 IN_FLIGHT_GRACE_S = 1.0
 """Requests dispatched before the stop may still reach the site this long after the answer."""
 WATCH_S = 3.0

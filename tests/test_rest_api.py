@@ -23,7 +23,8 @@ import redis
 
 from scrapy_cluster import __version__, keys
 from scrapy_cluster.errors import SettingsError
-from scrapy_cluster.rest.app import (
+from scrapy_cluster.rest.poll_schema import PollSchema
+from scrapy_cluster.rest.wire import (
     MSG_INVALID_JSON,
     MSG_KEY,
     MSG_METHOD,
@@ -254,6 +255,7 @@ def test_openapi_document_and_docs_page(redis_url: str, tmp_path: Path) -> None:
         poll_schema = document["paths"]["/poll"]["post"]["requestBody"]["content"][
             "application/json"]["schema"]
         assert poll_schema["required"] == ["poll_id"]
+        assert poll_schema == PollSchema.load().definition  # the schema that checks the body
         docs = httpx.get(rest.url + "/docs")
         assert docs.status_code == 200 and "openapi.json" in docs.text
 

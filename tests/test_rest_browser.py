@@ -26,9 +26,10 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from scrapy_cluster.crawler.stats import ResponseStats
+from scrapy_cluster.crawler.common.response_stats import ResponseStats
 from scrapy_cluster.settings import load_settings
-from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from scrapy_cluster.sitegen.site import SiteConfig, SiteServer
+from tests.support.addresses import REST_BROWSER
 from tests.support.processes import Processes
 from tests.support.rest import rest_process
 from tests.support.services import ServiceUnavailable, free_port
@@ -37,7 +38,7 @@ from tests.support.starting import service_unavailable
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-HOSTS = ("127.0.0.91", "127.0.0.92")
+HOSTS = REST_BROWSER.hosts(91, 92)
 WAIT_S = 60
 HOSTILE = '<img src=x onerror="window.pwned=1">.test'
 

@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from scrapy_cluster import keys
-from scrapy_cluster.crawler.stats import ResponseStats
+from scrapy_cluster.crawler.common.response_stats import ResponseStats
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
 from scrapy_cluster.frontier.model import DispatchView

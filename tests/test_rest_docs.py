@@ -22,11 +22,11 @@ import pytest
 
 from scrapy_cluster.kafka_monitor.loader import build_validator, plugin_classes
 from scrapy_cluster.rest.api_docs import STATIC_DIR, SWAGGER_UI_VERSION
-from scrapy_cluster.rest.app import create_app
+from scrapy_cluster.rest.endpoints import create_app
 from scrapy_cluster.rest.gate import Gate
-from scrapy_cluster.rest.responses import MSG_KEY
 from scrapy_cluster.rest.service import RestService
 from scrapy_cluster.rest.sessions import COOKIE
+from scrapy_cluster.rest.wire import MSG_KEY
 from scrapy_cluster.settings import load_settings
 
 pytestmark = pytest.mark.integration

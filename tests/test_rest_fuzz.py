@@ -38,13 +38,8 @@ from hypothesis import strategies as st
 
 from scrapy_cluster import keys
 from scrapy_cluster.bus import create_bus
-from scrapy_cluster.rest.app import (
-    MSG_INVALID_JSON,
-    MSG_NO_POLL,
-    MSG_SCHEMA,
-    MSG_TOO_LARGE,
-    RestRunner,
-)
+from scrapy_cluster.rest.server import RestRunner
+from scrapy_cluster.rest.wire import MSG_INVALID_JSON, MSG_NO_POLL, MSG_SCHEMA, MSG_TOO_LARGE
 from tests.support.rest import running_rest
 
 pytestmark = pytest.mark.integration

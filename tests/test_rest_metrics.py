@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from scrapy_cluster import keys
 from scrapy_cluster.bus import create_bus
-from scrapy_cluster.crawler.stats import ResponseStats
+from scrapy_cluster.crawler.common.response_stats import ResponseStats
 from scrapy_cluster.frontier import DispatchView, Frontier
 from scrapy_cluster.frontier.pause import DomainPauses
 from scrapy_cluster.rest.metrics import ENQUEUE_TO_FETCH, RestMetrics

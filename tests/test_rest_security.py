@@ -23,13 +23,14 @@ import pytest
 from scrapy_cluster.cli.up_cmd import rest_environment
 from scrapy_cluster.errors import SettingsError
 from scrapy_cluster.kafka_monitor.loader import build_validator, plugin_classes
-from scrapy_cluster.rest.app import MSG_KEY, MSG_LOCKED_OUT, create_app
+from scrapy_cluster.rest.endpoints import create_app
 from scrapy_cluster.rest.gate import Gate
 from scrapy_cluster.rest.head_limit import HeadCounter, HeadLimits
 from scrapy_cluster.rest.key_guard import GuardPolicy, KeyGuard, address_key
 from scrapy_cluster.rest.security import warn_if_open
 from scrapy_cluster.rest.service import RestService
 from scrapy_cluster.rest.sessions import COOKIE, Sessions
+from scrapy_cluster.rest.wire import MSG_KEY, MSG_LOCKED_OUT
 from scrapy_cluster.settings import load_settings
 
 KEY = "key-a-6f1c0e9d2b7a"

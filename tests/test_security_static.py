@@ -20,7 +20,7 @@ from scrapy import Spider
 
 from scrapy_cluster.bus import create_bus
 from scrapy_cluster.cli import main
-from scrapy_cluster.crawler.runner import scrapy_settings
+from scrapy_cluster.crawler.common.resolution import scrapy_settings
 from scrapy_cluster.crawler.serialization import RequestSerializationError, request_from_dict
 from scrapy_cluster.errors import SettingsError
 from scrapy_cluster.frontier.calls import FrontierCalls
@@ -36,7 +36,7 @@ UNSAFE_YAML = {"load", "load_all", "unsafe_load", "unsafe_load_all", "full_load"
 ALLOWED_CODE_LOADERS = {
     ("settings/loader.py", "runpy.run_path"),  # localsettings.py, the one executed settings file
     ("cli/__init__.py", "importlib.import_module"),  # the CLI's own subcommand modules
-    ("crawler/runner.py", "importlib.import_module"),  # `crawler --spider package.module:Class`
+    ("crawler/common/resolution.py", "importlib.import_module"),  # --spider package.module:Class
     ("plugins.py", "load_object"),  # PLUGINS dotted paths
     ("crawler/middlewares.py", "load_object"),  # Scrapy's RETRY_EXCEPTIONS dotted paths
 }

@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 import redis
 
-from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from scrapy_cluster.sitegen.site import SiteConfig, SiteServer
+from tests.support.addresses import SEEN_CACHE_CRAWL
 from tests.support.services import free_port
 from tests.test_fast_engine_crawl import FastCluster
 
 pytestmark = pytest.mark.integration
 
-HOST = "127.0.0.97"
+HOST = SEEN_CACHE_CRAWL.host(97)
 PAGES = 12
 CLIQUE = tuple(((HOST, page), tuple((HOST, link) for link in range(PAGES)))
                for page in range(PAGES))

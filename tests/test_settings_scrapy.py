@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from scrapy_cluster.cli import main
+from scrapy_cluster.crawler.common.resolution import scrapy_settings
 from scrapy_cluster.crawler.fast.policy import PagePolicy
-from scrapy_cluster.crawler.runner import scrapy_settings
 from scrapy_cluster.settings import load_settings
 from scrapy_cluster.settings.defaults import SPECS
 from scrapy_cluster.settings.loader import unread_environment, warn_unread_environment

@@ -21,14 +21,13 @@ from twisted.internet import reactor
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.web.client import URI, Agent
 
+from scrapy_cluster.crawler.common.address_guard import AddressGuard, aiohttp_host
 from scrapy_cluster.crawler.fast.app import ssrf_check
 from scrapy_cluster.crawler.fast.fetch import AiohttpFetcher, FetchError, FetchRequest
 from scrapy_cluster.crawler.ssrf import (
-    AddressGuard,
     ForbiddenAddress,
     GuardedNameResolver,
     SsrfGuardMiddleware,
-    aiohttp_host,
     twisted_host,
 )
 from tests.support.trap import Trap, running_trap, trap_urls
@@ -211,7 +210,7 @@ def test_a_url_the_first_checks_allow_never_makes_a_client_connect_internally(
 
 
 def test_the_crawler_settings_install_the_guarded_resolver() -> None:
-    from scrapy_cluster.crawler.runner import scrapy_settings
+    from scrapy_cluster.crawler.common.resolution import scrapy_settings
     from scrapy_cluster.crawler.ssrf import RESOLVER_PATH, installed_resolver
     from scrapy_cluster.settings import load_settings
 

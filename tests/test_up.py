@@ -24,7 +24,8 @@ import redis
 
 from scrapy_cluster.bus import create_bus, topics
 from scrapy_cluster.settings import load_settings
-from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from scrapy_cluster.sitegen.site import SiteConfig, SiteServer
+from tests.support.addresses import UP
 from tests.support.services import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -36,9 +37,10 @@ PROGRESS_LINE = re.compile(r"^\d\d:\d\d:\d\d  progress  ([\d,]+) pages \(([-\d.,
                            r"(?:  .+)?$")  # then refused/filtered URLs, spiders with no crawler
 SCRAPY_START = "[scrapy.utils.log] INFO: Scrapy"
 INFO_LOGS = {"LOG_LEVEL": "INFO", "SC_LOG_LEVEL": "INFO"}
+HOST_A, HOST_B = UP.hosts(31, 32)
 
 
-_STARTED: list[subprocess.Popen[str]] = []
+_STARTED: list[UpProcess] = []
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +49,8 @@ def stop_leftover_up() -> Iterator[None]:
     (`up` stops its children), then SIGKILL."""
     yield
     while _STARTED:
-        process = _STARTED.pop()
+        up = _STARTED.pop()
+        process = up.process
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:
@@ -55,6 +58,7 @@ def stop_leftover_up() -> Iterator[None]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(5)
+        up.close_output()
 
 
 class UpProcess:
@@ -67,9 +71,16 @@ class UpProcess:
             [sys.executable, "-m", "scrapy_cluster", "up", "--crawlers", str(crawlers), *args],
             cwd=workdir, env=child_env(env), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True)
-        _STARTED.append(self.process)
+        _STARTED.append(self)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+
+    def close_output(self) -> None:
+        """Once `up` has ended: let the reader take the last lines, then close the pipe
+        (never under a reader still blocked on it)."""
+        self._reader.join(5)
+        if not self._reader.is_alive() and self.process.stdout is not None:
+            self.process.stdout.close()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -130,7 +141,7 @@ def alive(pid: int) -> bool:
 
 @pytest.fixture
 def site() -> Iterator[SiteServer]:
-    config = SiteConfig(hosts=("127.0.0.31", "127.0.0.32"), pages_per_host=10, links_per_page=3,
+    config = SiteConfig(hosts=(HOST_A, HOST_B), pages_per_host=10, links_per_page=3,
                         page_delay_s=0.15)
     with SiteServer(config, free_port()) as server:
         yield server
@@ -210,7 +221,7 @@ def test_up_restarts_a_killed_crawler_and_ctrl_c_stops_every_child(tmp_path: Pat
     dashboard = f"http://127.0.0.1:{env['FLASK_PORT']}/ui"
     up.wait_for(lambda: any(dashboard in line for line in up.lines))
     up.wait_for(lambda: _health(env["FLASK_PORT"]) == "GREEN")
-    seed = site.site.url("127.0.0.31", "/p/0.html")
+    seed = site.site.url(HOST_A, "/p/0.html")
     expected = site.site.expected_urls(seed, 2)
     crawlid = uuid.uuid4().hex[:10]
     results = Results(dict(running_cluster_settings(tmp_path)), crawlid)
@@ -239,7 +250,7 @@ def test_up_restarts_a_killed_crawler_and_ctrl_c_stops_every_child(tmp_path: Pat
 
 def test_up_again_finishes_the_backlog_left_by_ctrl_c(tmp_path: Path, site: SiteServer) -> None:
     env = cluster_env(tmp_path, QUEUE_HITS="2", QUEUE_WINDOW="1")
-    seed = site.site.url("127.0.0.31", "/p/0.html")
+    seed = site.site.url(HOST_A, "/p/0.html")
     expected = site.site.expected_urls(seed, 2)
     crawlid = uuid.uuid4().hex[:10]
     first = UpProcess(tmp_path, env, crawlers=1)
@@ -275,7 +286,7 @@ def test_up_with_external_redis_and_kafka(tmp_path: Path, site: SiteServer, redi
     up.wait_for(lambda: {"kafka-monitor", "crawler-1"} <= set(up.pids()))
     assert running_cluster_settings(tmp_path) == {"REDIS_URL": redis_url, "BUS_BACKEND": "kafka",
                                                   "KAFKA_HOSTS": kafka_bootstrap}
-    seed = site.site.url("127.0.0.32", "/p/0.html")
+    seed = site.site.url(HOST_B, "/p/0.html")
     expected = site.site.expected_urls(seed, 1)
     crawlid = uuid.uuid4().hex[:10]
     overrides = {"REDIS_URL": redis_url, "BUS_BACKEND": "kafka", "KAFKA_HOSTS": kafka_bootstrap}
@@ -351,7 +362,7 @@ def test_up_progress_counts_the_pages_crawled(tmp_path: Path, site: SiteServer,
     env = {**cluster_env(tmp_path), **INFO_LOGS}
     up = UpProcess(tmp_path, env, crawlers=1,
                    args=("--progress-interval", "1", "--engine", engine))
-    seed = site.site.url("127.0.0.32", "/p/0.html")
+    seed = site.site.url(HOST_B, "/p/0.html")
     expected = site.site.expected_urls(seed, 1)
     try:
         up.wait_for(lambda: _health(env["FLASK_PORT"]) == "GREEN")

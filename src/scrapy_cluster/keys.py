@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 
+from scrapy_cluster.text import as_text
+
 # --- Crawl queues and filters (owner: frontier) ------------------------------
 
 def domain_queue(spiderid: str, domain: str) -> str:
@@ -211,6 +213,16 @@ def crawl_timeout(spiderid: str, appid: str, crawlid: str) -> str:
     return f"timeout:{spiderid}:{appid}:{crawlid}"
 
 
+def parse_crawl_timeout(key: str) -> tuple[str, str, str] | None:
+    """``(spiderid, appid, crawlid)`` of a ``crawl_timeout`` key (the crawlid may contain
+    ``:``); None when ``key`` is not one (the original Scrapy Cluster's have the same shape)."""
+    head, _, rest = key.partition(":")
+    parts = rest.split(":", 2)
+    if head != "timeout" or len(parts) != 3 or not all(parts):
+        return None
+    return parts[0], parts[1], parts[2]
+
+
 # --- Schema version and migration (owner: migration) ---------------------------
 
 def schema_version() -> str:
@@ -233,6 +245,11 @@ def migration_copy(legacy_key: str) -> str:
     """``migrate:copy:<legacy key>`` — a staging copy being filled from another Redis; renamed
     to ``migration_staging`` once complete, deleted and redone if a run was interrupted."""
     return f"migrate:copy:{legacy_key}"
+
+
+def is_migration_key(key: str) -> bool:
+    """``key`` is one of ``migrate``'s own (``migrate:...``), never an original key to import."""
+    return key.startswith("migrate:")
 
 
 def migration_journal() -> str:
@@ -320,14 +337,18 @@ def crawl_timeouts() -> str:
 
 # --- Stats (owner: stats collector) ---------------------------------------------
 
+STATS = "stats"
+"""The first part of every stats key."""
+
+
 def stats_key(component: str, *parts: str | int) -> str:
     """``stats:<component>:<part>:...`` e.g. ``stats:kafka-monitor:total:3600``."""
-    return ":".join(["stats", component, *map(str, parts)])
+    return ":".join([STATS, component, *map(str, parts)])
 
 
 def heartbeat(component: str, machine: str, *parts: str) -> str:
     """``stats:<component>:self:<machine>[:<spiderid>]:<id>``; TTL HEARTBEAT_TIMEOUT."""
-    return ":".join(["stats", component, "self", machine, *parts])
+    return ":".join([STATS, component, "self", machine, *parts])
 
 
 def heartbeat_index(component: str) -> str:
@@ -345,6 +366,18 @@ def heartbeat_member(machine: str, *parts: str) -> str:
     """A node's member in ``heartbeat_index``: ``<machine>:<parts...>`` (a crawler's parts are
     ``<spiderid>:<id>``, other components' ``<id>``)."""
     return ":".join([machine, *parts])
+
+
+def heartbeat_of_member(component: str, member: str) -> str:
+    """The ``heartbeat`` key of a ``heartbeat_index`` member: ``stats:<component>:self:<member>``."""
+    return heartbeat(component, member)
+
+
+def parse_heartbeat_member(member: str) -> tuple[str, str]:
+    """``(machine, parts)`` of a ``heartbeat_member``: ``host-1:link:7`` -> ``("host-1",
+    "link:7")`` (machine names have no ``:``)."""
+    machine, _, parts = member.partition(":")
+    return machine, parts
 
 
 def crawler_member_spider(member: str) -> str | None:
@@ -365,8 +398,7 @@ def funnel_filtered_totals() -> str:
 
 def parse_funnel_filtered_field(field: bytes | str) -> tuple[str, str]:
     """``(spiderid, reason)`` of a ``funnel_filtered_totals`` field (reasons have no ``:``)."""
-    text = field.decode("utf-8", "replace") if isinstance(field, bytes) else field
-    spiderid, _, reason = text.rpartition(":")
+    spiderid, _, reason = as_text(field).rpartition(":")
     return spiderid, reason
 
 
@@ -377,6 +409,31 @@ def crawler_stats_sources() -> str:
     <spiderid>:<status>:<window>`` over it instead of scanning. Owner: crawler; permanent.
     """
     return "stats:crawler:_sources"
+
+
+def crawler_stats_source(hostname: str, spiderid: str) -> str:
+    """A member of ``crawler_stats_sources``: ``<hostname>:<spiderid>``."""
+    return f"{hostname}:{spiderid}"
+
+
+def parse_crawler_stats_source(source: str) -> tuple[str, str] | None:
+    """``(hostname, spiderid)`` of a ``crawler_stats_source`` (hostnames have no ``:``); None
+    when ``source`` has no ``:``."""
+    hostname, separator, spiderid = source.partition(":")
+    return (hostname, spiderid) if separator else None
+
+
+def crawler_stats(hostname: str, spiderid: str) -> str:
+    """``stats:crawler:<hostname>:<spiderid>`` — the ``WindowedStats`` prefix of one crawler
+    source: its responses counted by status (owner: crawler)."""
+    return stats_key("crawler", hostname, spiderid)
+
+
+def stats_component(key: str) -> str | None:
+    """The ``<component>`` of a ``stats:<component>:...`` key or prefix (``stats_key``,
+    ``heartbeat``, ``stats_name``...); None when ``key`` is not a stats key."""
+    head, separator, rest = key.partition(":")
+    return rest.split(":", 1)[0] if head == STATS and separator else None
 
 
 def stats_name(key_prefix: str, *parts: str | int) -> str:
@@ -435,6 +492,20 @@ def crawler_domain_status_window(domain: str) -> str:
     members are trimmed on each write. TTL one day after the last write.
     """
     return f"crawler:domain_status:{domain}:window"
+
+
+def crawler_domain_status_member(status: int, at_ms: int, writer: str, index: int) -> str:
+    """A member of ``crawler_domain_status_window``: ``<status>:<at ms>:<writer>:<index>``
+    (unique per response: the writing crawler's instance and the response's index in its
+    flush)."""
+    return f"{status}:{at_ms}:{writer}:{index}"
+
+
+def crawler_domain_status_of_member(member: str) -> int | None:
+    """The status of a ``crawler_domain_status_member``; None when it does not start with an
+    integer."""
+    head = member.split(":", 1)[0]
+    return int(head) if head.lstrip("-").isdigit() else None
 
 
 def crawler_domain_last_statuses(domain: str) -> str:

@@ -27,7 +27,8 @@ import pytest
 import redis
 
 from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
-from scrapy_cluster.testing.politeness import max_in_window
+from scrapy_cluster.sitegen.throttle_measure import max_in_window
+from tests.support.addresses import CRAWL_CONTRACT
 from tests.support.contract_crawl import ENGINES, CrawlRig
 from tests.support.contract_site import (
     ROBOTS_PATH,
@@ -69,7 +70,7 @@ def once_each(urls: set[str] | list[str]) -> Counter[str]:
 
 # --- 1. a generated site: every page fetched once, one item per page ------------------------
 
-GRAPH_HOSTS = ("127.0.0.101", "127.0.0.102")
+GRAPH_HOSTS = CRAWL_CONTRACT.hosts(101, 102)
 GRAPH_PAGES_PER_HOST = 24
 WHOLE_SITE_DEPTH = 60
 
@@ -141,7 +142,7 @@ def crawl_generated_site(site: ContractSite, rig: CrawlRig, crawlers: int = 1, *
 
 # --- 2. the crawl's filters decide exactly which URLs are fetched ---------------------------
 
-FILTER_HOST, OTHER_DOMAIN = "127.0.0.103", "127.0.0.104"
+FILTER_HOST, OTHER_DOMAIN = CRAWL_CONTRACT.hosts(103, 104)
 
 
 def filter_site(make_site: SiteFactory) -> ContractSite:
@@ -211,7 +212,7 @@ def test_filters_allowed_domains_regexes_extensions_and_maxdepth_fetch_exactly_t
 
 # --- 3. robots.txt ------------------------------------------------------------------------
 
-ROBOTS_HOST, MOVED_ROBOTS_HOST, AGENT_ROBOTS_HOST = "127.0.0.105", "127.0.0.119", "127.0.0.120"
+ROBOTS_HOST, MOVED_ROBOTS_HOST, AGENT_ROBOTS_HOST = CRAWL_CONTRACT.hosts(105, 119, 120)
 ROBOTS_TXT = "User-agent: *\nDisallow: /private/\nDisallow: /r/secret-\n"
 # the crawlers' User-Agent is Scrapy's ("Scrapy/<version> (+https://scrapy.org)"): the
 # Scrapy group applies to them, not the * group
@@ -269,8 +270,8 @@ def test_robots_txt_disallowed_pages_are_never_fetched_and_give_error_items(
 # --- 4. the throttle is never exceeded at the site ------------------------------------------
 # Two crawler processes share each domain's limit (it is kept in Redis, cluster-wide).
 
-THROTTLED = {"127.0.0.106": DomainThrottle(window_s=1.0, hits=4, moderated=True),
-             "127.0.0.107": DomainThrottle(window_s=1.0, hits=3, moderated=False)}
+THROTTLED = {CRAWL_CONTRACT.host(106): DomainThrottle(window_s=1.0, hits=4, moderated=True),
+             CRAWL_CONTRACT.host(107): DomainThrottle(window_s=1.0, hits=3, moderated=False)}
 THROTTLED_PAGES = 8
 
 
@@ -307,7 +308,7 @@ def test_throttle_never_exceeded_in_the_sites_own_log(
 
 # --- 6. hostile pages ---------------------------------------------------------------------
 
-HOSTILE_HOST = "127.0.0.108"
+HOSTILE_HOST = CRAWL_CONTRACT.host(108)
 MAXSIZE = 12_000_000  # DOWNLOAD_MAXSIZE for this test
 BUS_LIMIT = 100_000  # BUS_MAX_MESSAGE_BYTES: a larger item has its body cut
 HUGE_ATTRIBUTE = 11_000_000  # past libxml2's 10 MB limit for one text or attribute node
@@ -326,8 +327,8 @@ HUGE_ATTRIBUTE_HTML = (b'<html><body><a href="/h/before-huge.html">b</a><div dat
 GARBAGE_HREFS = (
     "javascript:alert(1)", "javascript:void(0)", "JaVaScRiPt:location='/h/js.html'",
     "mailto:someone@example.com", "tel:+100", "data:text/html,<a href=/h/data.html>x</a>",
-    "ftp://127.0.0.108/h/ftp.html", "http://[::1", "http://", "//", "\x01\x02",
-    "https://:80/", "http://127.0.0.108:99999/h/bad-port.html", "", "   ", "#only-a-fragment",
+    f"ftp://{HOSTILE_HOST}/h/ftp.html", "http://[::1", "http://", "//", "\x01\x02",
+    "https://:80/", f"http://{HOSTILE_HOST}:99999/h/bad-port.html", "", "   ", "#only-a-fragment",
     "/h/from-garbage.html")
 
 
@@ -469,7 +470,7 @@ def test_hostile_pages_give_their_items_and_the_crawler_keeps_crawling(
 
 # --- 6a. a page slower than DOWNLOAD_TIMEOUT ----------------------------------------------
 
-SLOW_HOST = "127.0.0.121"
+SLOW_HOST = CRAWL_CONTRACT.host(121)
 DOWNLOAD_TIMEOUT_S = 1
 SLOW_PAGE_S = 3.0  # answers after DOWNLOAD_TIMEOUT_S: every attempt times out
 # Regression (found by this suite): the fast engine said 'took longer than 1 seconds.' where
@@ -499,10 +500,10 @@ def test_a_page_slower_than_download_timeout_gives_one_timeout_item_after_the_re
 
 # --- 6b. pages that are not HTML -----------------------------------------------------------
 
-NON_HTML_HOST = "127.0.0.110"
+NON_HTML_HOST = CRAWL_CONTRACT.host(110)
 
 # Regression (found by this suite): the Scrapy engine lost every application/json page (a
-# JsonResponse's selector root is the parsed JSON, crawler/links.py called root.iter() on it:
+# JsonResponse's selector root is the parsed JSON, crawler/page_links.py called root.iter() on it:
 # AttributeError, 'Spider error', lease finished, no item on the topic).
 def test_non_html_pages_give_one_item_each(make_rig: RigFactory, make_site: SiteFactory) -> None:
     site = make_site((NON_HTML_HOST,))
@@ -547,7 +548,7 @@ def test_non_html_pages_give_one_item_each(make_rig: RigFactory, make_site: Site
 
 # --- 6c. the site receives exactly the URL an item names ------------------------------------
 
-EXACT_URL_HOST = "127.0.0.117"
+EXACT_URL_HOST = CRAWL_CONTRACT.host(117)
 # Regression (found by this suite): the fast engine passed the URL string to aiohttp, whose
 # yarl.URL(str) re-quoted it: '/u/%zz.html' went out as '/u/%25zz.html', '/u/%7Etilde.html' as
 # '/u/~tilde.html', '?x=%41' as '?x=A', while the item named the URL as queued.
@@ -576,7 +577,7 @@ def test_the_site_receives_exactly_the_url_each_item_names(
 
 # --- 6d. hostile redirects ----------------------------------------------------------------
 
-REDIRECT_HOST = "127.0.0.118"
+REDIRECT_HOST = CRAWL_CONTRACT.host(118)
 REDIRECT_MAX = 3  # REDIRECT_MAX_TIMES for these tests
 REDIRECT_BODY = b"<html><body><a href='/t/body-link.html'>moved</a></body></html>"
 

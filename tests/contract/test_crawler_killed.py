@@ -12,12 +12,13 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.support.addresses import CRAWLER_KILLED
 from tests.support.contract_crawl import CrawlRig, wait_for
 from tests.support.contract_site import ContractSite, generated_graph, reachable
 
 pytestmark = pytest.mark.integration
 
-KILL_HOST = "127.0.0.109"
+KILL_HOST = CRAWLER_KILLED.host(109)
 PAGES = 24
 PAGE_DELAY_S = 0.25  # each answer takes this long: the crawl is still running when killed
 KILL_AFTER_PAGES = 6

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tests.support.addresses import SETTINGS_FROM_ENV
 from tests.support.contract_crawl import CrawlRig
 from tests.support.contract_site import ContractSite, Reply
 
-HOST = "127.0.0.121"
+HOST = SETTINGS_FROM_ENV.host(121)
 LIMIT_BYTES = 100_000
 
 

@@ -19,10 +19,11 @@ from itertools import pairwise
 import pytest
 
 from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
+from tests.support.addresses import WIRE_GAPS
 from tests.support.contract_crawl import CrawlRig
 from tests.support.contract_site import ContractSite, Reply, html_page
 
-HOST = "127.0.0.123"
+HOST = WIRE_GAPS.host(123)
 HITS, WINDOW_S = 10, 2.0
 INTERVAL_MS = WINDOW_S * 1000 / HITS
 ALLOWANCE_MS = 100  # THROTTLE_SEND_ALLOWANCE_MS (the default)
@@ -49,6 +50,7 @@ def gaps_ms(arrivals: list[float]) -> list[float]:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("cpu-sensitive")  # its CPU hog would starve the others
 def test_every_gap_at_a_moderated_site_is_at_least_the_interval_less_the_allowance(
         make_rig: Callable[..., CrawlRig], make_site: Callable[..., ContractSite],
         cpu_hog: None) -> None:

@@ -50,7 +50,7 @@ from scrapy_cluster import keys
 from scrapy_cluster.bus import create_bus, topics
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.settings import load_settings
-from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from scrapy_cluster.sitegen.site import SiteConfig, SiteServer
 from tests.support.kafka_broker import KafkaBroker, external_kafka
 from tests.support.processes import Processes
 from tests.support.services import RedisServer, ServiceUnavailable, free_port

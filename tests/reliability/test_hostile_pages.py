@@ -1,9 +1,9 @@
 """Hostile web pages against one real crawler process (docs/crawler.md, "Hostile pages").
 
 Real redis-server, Redis Streams bus, the generated site's ``/hostile/`` pages
-(``testing/hostile.py``) and one ``link`` crawler process with the SSRF guard ON. The site
+(``tests/support/hostile.py``) and one ``link`` crawler process with the SSRF guard ON. The site
 listens on loopback, which the guard refuses, so ``CRAWLER_ALLOWED_PRIVATE_NETWORKS`` lets
-exactly the site's address (127.0.0.50/32) through; 127.0.0.1 and 169.254.169.254 stay refused.
+exactly the site's address (``SITE_HOST``/32) through; 127.0.0.1 and 169.254.169.254 stay refused.
 Every hostile page is its own crawl (maxdepth 0), all fed at once; each must end in exactly
 one item on the crawled topic with the fields below, the crawl must finish (nothing queued
 or leased), and afterwards the same process must crawl a normal page, keep its heartbeat, stay
@@ -27,20 +27,22 @@ import pytest
 
 from scrapy_cluster import keys
 from scrapy_cluster.bus import create_bus, topics
-from scrapy_cluster.testing.hostile import (
+from scrapy_cluster.sitegen.site import SiteConfig
+from tests.support.addresses import HOSTILE_PAGES
+from tests.support.cluster import Cluster, running_cluster
+from tests.support.hostile import (
     BAD_UTF8_BODY,
     BOGUS_CHARSET,
     BOGUS_CHARSET_BODY,
     HOSTILE_PATHS,
     METADATA_URL,
     MIXED_ENCODING_BODY,
+    HostilePages,
     HostileSizes,
     gzip_bomb,
 )
-from scrapy_cluster.testing.site import SiteConfig
-from tests.test_crawler_cluster import Cluster, running_cluster
 
-SITE_HOST = "127.0.0.50"
+SITE_HOST = HOSTILE_PAGES.host(50)
 DOWNLOAD_TIMEOUT_S = 3
 MAXSIZE_BYTES = 32 * 1024 * 1024  # the crawler's DOWNLOAD_MAXSIZE (crawler/settings.py)
 MAX_LINKS = 1000  # CRAWLER_MAX_LINKS_PER_PAGE's default
@@ -111,7 +113,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostileRun]:
     # them (the cluster harness sets DOWNLOAD_TIMEOUT=10, hence the env value below too).
     (tmp / "localsettings.py").write_text(f"DOWNLOAD_TIMEOUT = {DOWNLOAD_TIMEOUT_S}\n")
     gzip_bomb(SIZES.bomb_bytes)  # compressed once, before any download timeout runs
-    with running_cluster(tmp, SiteConfig(hosts=(SITE_HOST,), hostile=SIZES)) as cluster:
+    with running_cluster(tmp, SiteConfig(hosts=(SITE_HOST,), streamed=HostilePages(SIZES))) as cluster:
         process = cluster.start_crawler(
             "link", CRAWLER_ALLOW_PRIVATE_NETWORKS="false",
             CRAWLER_ALLOWED_PRIVATE_NETWORKS=orjson.dumps([f"{SITE_HOST}/32"]).decode(),

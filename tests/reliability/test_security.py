@@ -36,7 +36,8 @@ from scrapy_cluster.bus import kafka as kafka_bus
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
 from scrapy_cluster.settings import load_settings
-from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from scrapy_cluster.sitegen.site import SiteConfig, SiteServer
+from tests.support.addresses import SECURITY
 from tests.support.processes import Processes
 from tests.support.rest import rest_process
 from tests.support.services import RedisServer, ServiceUnavailable, free_port
@@ -47,7 +48,7 @@ REDIS_PASSWORD = "redis-pw-c71e0b"
 API_KEY = "api-key-5f2a9d0c7e1b"
 SASL_PASSWORD = "sasl-pw-93bd41"
 SECRETS = (REDIS_PASSWORD, API_KEY, SASL_PASSWORD)
-HOSTS = ("127.0.0.71", "127.0.0.72", "127.0.0.73", "127.0.0.74")
+HOSTS = SECURITY.hosts(71, 72, 73, 74)
 COMPONENTS = (("kafka-monitor", "run"), ("redis-monitor",), ("crawler", "--spider", "link"))
 WAIT_S = 60.0
 AUTH_REFUSED = "invalid username-password pair"

@@ -19,7 +19,8 @@ from typing import IO
 
 import pytest
 
-from scrapy_cluster.testing.site import SiteConfig, SiteServer
+from scrapy_cluster.sitegen.site import SiteConfig, SiteServer
+from tests.support.addresses import UP
 from tests.support.services import free_port
 from tests.support.up_process import (
     Up,
@@ -40,9 +41,11 @@ class Dump:
             [sys.executable, "-m", "scrapy_cluster", "dump", "-t", "demo.crawled_firehose"],
             cwd=data_dir.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, start_new_session=True)
-        for stream, lines in ((self.process.stdout, self.lines),
-                              (self.process.stderr, self.errors)):
-            threading.Thread(target=self._read, args=(stream, lines), daemon=True).start()
+        self.readers = [threading.Thread(target=self._read, args=(stream, lines), daemon=True)
+                        for stream, lines in ((self.process.stdout, self.lines),
+                                              (self.process.stderr, self.errors))]
+        for reader in self.readers:
+            reader.start()
 
     @staticmethod
     def _read(stream: IO[str] | None, lines: list[str]) -> None:
@@ -57,11 +60,16 @@ class Dump:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
+        for reader, stream in zip(self.readers, (self.process.stdout, self.process.stderr),
+                                  strict=True):
+            reader.join(5)
+            if stream is not None and not reader.is_alive():  # never under a blocked reader
+                stream.close()
 
 
 @pytest.fixture
 def site() -> Iterator[SiteServer]:
-    config = SiteConfig(hosts=("127.0.0.33",), pages_per_host=3, links_per_page=1)
+    config = SiteConfig(hosts=(UP.host(33),), pages_per_host=3, links_per_page=1)
     with SiteServer(config, free_port()) as server:
         yield server
 
@@ -94,7 +102,7 @@ def test_dump_prints_pages_crawled_after_up_restarted(
             wait_until(lambda: any("the cluster moved to" in e for e in dump.errors), 30,
                        "dump follows the cluster", lambda: "\n".join(dump.errors))
         crawlid = uuid.uuid4().hex[:10]
-        request = {"url": site.site.url("127.0.0.33", "/p/0.html"), "appid": "follow",
+        request = {"url": site.site.url(UP.host(33), "/p/0.html"), "appid": "follow",
                    "crawlid": crawlid, "maxdepth": 0}
         fed = run_cli(data_dir, env, "feed", json.dumps(request))
         assert fed.returncode == 0, fed.stdout + fed.stderr

@@ -4,7 +4,7 @@ Used by the engine-agnostic crawl contract suite (``tests/contract/``): the verd
 is what the site itself saw (which path was requested how often, and when), not what the
 crawler or Redis say about it.
 
-``ContractSite(hosts)`` serves every host (loopback addresses, 127.0.0.x) on one free port, one
+``ContractSite(hosts)`` serves every host (loopback addresses from ``tests/support/addresses.py``) on one free port, one
 thread per host. ``add(host, path, Reply(...))`` sets a page; ``add_html`` builds an HTML page
 from a list of links. Every host answers ``/robots.txt`` (``Disallow: /private/`` unless told
 otherwise) and 404 for any path it was not given; every request is logged, 404s included, so
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from random import Random
 
-from scrapy_cluster.testing.site import HostServers
+from scrapy_cluster.sitegen.site import HostServers
 from tests.support.services import free_port
 
 ROBOTS_PATH = "/robots.txt"

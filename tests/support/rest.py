@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from scrapy_cluster.cli.rest_cmd import open_rest_service
-from scrapy_cluster.rest.app import RestRunner
+from scrapy_cluster.rest.server import RestRunner
 from scrapy_cluster.settings import load_settings
 from tests.support.processes import stop_processes
 from tests.support.services import free_port

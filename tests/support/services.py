@@ -61,12 +61,11 @@ class ServerProcess:
 
     def start(self, timeout_s: float = 30.0) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        log = open(self.workdir / "server.log", "ab")  # noqa: SIM115 - closed with the process
         try:
-            self.process = subprocess.Popen(self.argv, cwd=self.workdir, stdout=log, stderr=log,
-                                            env=self.env, start_new_session=True)
+            with open(self.workdir / "server.log", "ab") as log:  # the child keeps its own copy
+                self.process = subprocess.Popen(self.argv, cwd=self.workdir, stdout=log,
+                                                stderr=log, env=self.env, start_new_session=True)
         except OSError as exc:
-            log.close()
             raise ServiceUnavailable(f"cannot run {self.argv[0]}: {exc}") from exc
         try:
             wait_for_port(self.host, self.port, timeout_s, self.process)

@@ -107,8 +107,10 @@ class Up:
             cwd=data_dir.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             start_new_session=True)
         self.known_pids: set[int] = set()
+        self.reader: threading.Thread | None = None
         if read_output:
-            threading.Thread(target=self._read, daemon=True).start()
+            self.reader = threading.Thread(target=self._read, daemon=True)
+            self.reader.start()
 
     def _read(self) -> None:
         stream: IO[bytes] | None = self.process.stdout
@@ -174,6 +176,10 @@ class Up:
         for pid in self.tree() - {self.process.pid}:
             if ours(pid):
                 os.kill(pid, signal.SIGKILL)
+        if self.reader is not None:
+            self.reader.join(5)  # its children are gone: the pipe is at its end
+        if self.process.stdout is not None and not (self.reader and self.reader.is_alive()):
+            self.process.stdout.close()  # (never under a reader still blocked on it)
 
 
 @pytest.fixture

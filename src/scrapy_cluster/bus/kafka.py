@@ -22,7 +22,8 @@ from concurrent.futures import Future
 from typing import Any
 
 import confluent_kafka
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from scrapy_cluster.bus.base import encode_key, encode_value
 from scrapy_cluster.bus.kafka_consumer import QUIET_FAILURES, KafkaConsumer, KafkaReader

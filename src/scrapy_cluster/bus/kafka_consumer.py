@@ -20,6 +20,7 @@ from scrapy_cluster.bus.base import Message, decode_value
 from scrapy_cluster.bus.kafka_deliveries import KafkaDeliveries
 from scrapy_cluster.errors import BusError, BusUnavailableError
 from scrapy_cluster.outage import QuietFailures
+from scrapy_cluster.text import as_text
 
 logger = logging.getLogger(__name__)
 QUIET_FAILURES = QuietFailures()
@@ -37,17 +38,11 @@ _REBALANCE_COMMIT_ERRORS = {
 }
 
 
-def _text(data: str | bytes | None) -> str:
-    if isinstance(data, bytes):
-        return data.decode("utf-8", errors="replace")
-    return data or ""
-
-
 def _to_message(record: confluent_kafka.Message) -> Message:
     raw = record.value() or b""
     value, error = decode_value(raw)
     pairs: list[tuple[str, str | bytes | None]] = record.headers() or []  # type: ignore[assignment]
-    headers = tuple((name, _text(data)) for name, data in pairs)
+    headers = tuple((name, as_text(data or "")) for name, data in pairs)
     return Message(topic=record.topic() or "", value=value, raw=raw, key=record.key(), error=error,
                    partition=record.partition(), offset=record.offset(), headers=headers)
 

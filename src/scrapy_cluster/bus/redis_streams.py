@@ -29,8 +29,10 @@ import redis
 from scrapy_cluster import keys
 from scrapy_cluster.bus.base import encode_key, encode_value
 from scrapy_cluster.bus.redis_streams_consumer import RedisStreamsConsumer, RedisStreamsReader
+from scrapy_cluster.bus.redis_streams_policy import StreamsPolicy
 from scrapy_cluster.errors import BusUnavailableError
 from scrapy_cluster.redis_conn import RedisConfig
+from scrapy_cluster.text import as_text
 
 logger = logging.getLogger(__name__)
 
@@ -41,14 +43,13 @@ _RETRY_PAUSE_S = 0.1
 class RedisStreamsProducer:
     """Buffered, batched XADD producer; safe to share between threads."""
 
-    def __init__(self, client: redis.Redis, *, max_message_bytes: int, maxlen: int,
-                 batch_size: int, linger_ms: int, max_buffered: int) -> None:
+    def __init__(self, client: redis.Redis, policy: StreamsPolicy) -> None:
         self._client = client
-        self._max_message_bytes = max_message_bytes
-        self._maxlen = maxlen
-        self._batch_size = batch_size
-        self._linger_s = linger_ms / 1000
-        self._max_buffered = max_buffered
+        self._max_message_bytes = policy.max_message_bytes
+        self._maxlen = policy.maxlen
+        self._batch_size = policy.batch_size
+        self._linger_s = policy.linger_ms / 1000
+        self._max_buffered = policy.max_buffered
         self._buffer: deque[tuple[str, bytes, bytes | None]] = deque()
         self._lock = threading.Lock()  # guards the buffer; held while sending keeps order
         self._wake = threading.Event()
@@ -156,16 +157,10 @@ class RedisStreamsProducer:
 class RedisStreamsBus:
     """``MessageBus`` on Redis Streams. Owns ``client`` only when built by ``from_settings``."""
 
-    def __init__(self, client: redis.Redis, *, max_message_bytes: int, maxlen: int,
-                 claim_idle_ms: int, batch_size: int, linger_ms: int, max_buffered: int,
-                 owns_client: bool = False, clock: Callable[[], float] = time.monotonic,
-                 max_deliveries: int = 0) -> None:
+    def __init__(self, client: redis.Redis, policy: StreamsPolicy, *, owns_client: bool = False,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._client = client
-        self._max_deliveries = max_deliveries
-        self._producer_options: dict[str, int] = {
-            "max_message_bytes": max_message_bytes, "maxlen": maxlen,
-            "batch_size": batch_size, "linger_ms": linger_ms, "max_buffered": max_buffered}
-        self._claim_idle_ms = claim_idle_ms
+        self._policy = policy
         self._owns_client = owns_client
         self._clock = clock
 
@@ -175,24 +170,15 @@ class RedisStreamsBus:
         owns = client is None
         if client is None:
             client = RedisConfig.from_settings(settings).sync_client()
-        return cls(client, max_message_bytes=int(settings["BUS_MAX_MESSAGE_BYTES"]),
-                   maxlen=int(settings["REDIS_STREAM_MAXLEN"]),
-                   claim_idle_ms=int(settings["REDIS_STREAM_CLAIM_IDLE_MS"]),
-                   batch_size=int(settings["REDIS_STREAM_BATCH_SIZE"]),
-                   linger_ms=int(settings["REDIS_STREAM_LINGER_MS"]),
-                   max_buffered=int(settings["REDIS_STREAM_MAX_BUFFERED"]),
-                   owns_client=owns, clock=clock,
-                   max_deliveries=int(settings["BUS_MAX_DELIVERIES"]))
+        return cls(client, StreamsPolicy.from_settings(settings), owns_client=owns, clock=clock)
 
     def producer(self) -> RedisStreamsProducer:
-        return RedisStreamsProducer(self._client, **self._producer_options)
+        return RedisStreamsProducer(self._client, self._policy)
 
     def consumer(self, topics: Sequence[str], group: str, *,
                  from_beginning: bool = False) -> RedisStreamsConsumer:
         return RedisStreamsConsumer(self._client, topics, group, from_beginning=from_beginning,
-                                    claim_idle_ms=self._claim_idle_ms, clock=self._clock,
-                                    max_deliveries=self._max_deliveries,
-                                    dead_letter_maxlen=self._producer_options["maxlen"])
+                                    policy=self._policy, clock=self._clock)
 
     def reader(self, topics: Sequence[str], *, from_beginning: bool = False) -> RedisStreamsReader:
         return RedisStreamsReader(self._client, topics, from_beginning=from_beginning)
@@ -223,7 +209,7 @@ class RedisStreamsBus:
         if isinstance(groups, Exception) or isinstance(stream, Exception):
             return None  # no such stream
         for info in groups:
-            if _text(info["name"]) == group:
+            if as_text(info["name"]) == group:
                 undelivered = _undelivered(info, stream)
                 return None if undelivered is None else undelivered + int(info["pending"])
         return int(stream["length"])  # no such group yet: it would read every retained entry
@@ -233,16 +219,12 @@ class RedisStreamsBus:
             self._client.close()
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def _undelivered(group: Mapping[str, Any], stream: Mapping[str, Any]) -> int | None:
     """Entries not yet delivered to the group, from its XINFO GROUPS entry and XINFO STREAM."""
     if group.get("lag") is not None:
         return int(group["lag"])
-    delivered = _text(group["last-delivered-id"])
-    if delivered == _text(stream["last-generated-id"]):
+    delivered = as_text(group["last-delivered-id"])
+    if delivered == as_text(stream["last-generated-id"]):
         return 0
     if delivered == "0-0":
         return int(stream["length"])

@@ -27,8 +27,10 @@ import redis
 from scrapy_cluster import keys
 from scrapy_cluster.bus import dead_letter
 from scrapy_cluster.bus.base import Message, decode_value
+from scrapy_cluster.bus.redis_streams_policy import StreamsPolicy
 from scrapy_cluster.bus.topics import dead_letter as dead_letter_topic
 from scrapy_cluster.errors import BusUnavailableError
+from scrapy_cluster.text import as_text
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ _REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError)
 
 def _entry_to_message(topic: str, entry_id: bytes, fields: dict[bytes, bytes],
                       deliveries: int | None = None) -> Message:
-    headers = tuple((name.decode(), value.decode("utf-8", errors="replace"))
+    headers = tuple((as_text(name), as_text(value))
                     for name, value in fields.items() if name not in (b"v", b"k"))
     raw = fields.get(b"v")
     if raw is None:
@@ -59,26 +61,25 @@ class RedisStreamsConsumer:
     """A member of a consumer group over one stream per topic.
 
     Entries another member read but never acknowledged are claimed
-    (XAUTOCLAIM) once idle for ``claim_idle_ms``: a dead consumer's messages
+    (XAUTOCLAIM) once idle for ``policy.claim_idle_ms``: a dead consumer's messages
     are redelivered. If Redis lost the group (restart without persistence),
     the group is created again from the start of the stream. An entry claimed
-    for the ``max_deliveries + 1``-th time goes to its dead-letter stream
-    (0: never; see the module docstring).
+    for the ``policy.max_deliveries + 1``-th time goes to its dead-letter stream
+    (0: never; see the module docstring), trimmed to about ``policy.maxlen`` entries.
     """
 
     def __init__(self, client: redis.Redis, topics: Sequence[str], group: str, *,
-                 from_beginning: bool, claim_idle_ms: int,
-                 clock: Callable[[], float] = time.monotonic, name: str | None = None,
-                 max_deliveries: int = 0, dead_letter_maxlen: int = 100_000) -> None:
+                 from_beginning: bool, policy: StreamsPolicy,
+                 clock: Callable[[], float] = time.monotonic, name: str | None = None) -> None:
         self._client = client
-        self._max_deliveries = max_deliveries
-        self._dead_letter_maxlen = dead_letter_maxlen
+        self._max_deliveries = policy.max_deliveries
+        self._dead_letter_maxlen = policy.maxlen
         self._dead_lettered = 0
         self._topics = {keys.bus_stream(topic): topic for topic in topics}
         self._group = group
         self._name = name or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self._claim_idle_ms = claim_idle_ms
-        self._claim_interval_s = max(claim_idle_ms / 2000, 0.05)
+        self._claim_idle_ms = policy.claim_idle_ms
+        self._claim_interval_s = max(policy.claim_idle_ms / 2000, 0.05)
         self._clock = clock
         self._next_claim_at = clock()
         self._claim_cursor = dict.fromkeys(self._topics, "0-0")

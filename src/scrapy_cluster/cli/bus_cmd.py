@@ -22,8 +22,8 @@ import click
 import orjson
 
 from scrapy_cluster.cli.context import CliContext, pass_cli_context, require_cluster
-from scrapy_cluster.embedded.discovery import RUNNING_CLUSTER_SOURCE
 from scrapy_cluster.errors import BusError, BusUnavailableError, ScrapyClusterError
+from scrapy_cluster.settings.running_cluster import RUNNING_CLUSTER_SOURCE
 
 if TYPE_CHECKING:
     from scrapy_cluster.bus import Message, MessageBus

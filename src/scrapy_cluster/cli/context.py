@@ -45,7 +45,7 @@ class CliContext:
 
 
 def cluster_configured(settings: Settings) -> bool:
-    """True when a running ``up`` was found in SC_DATA_DIR (see ``embedded.discovery``) or
+    """True when a running ``up`` was found in SC_DATA_DIR (see ``settings/running_cluster.py``) or
     REDIS_URL, BUS_BACKEND or KAFKA_HOSTS was set anywhere (file, environment, flag)."""
     return any(not settings.source(name).startswith("default") for name in CLUSTER_SETTINGS)
 

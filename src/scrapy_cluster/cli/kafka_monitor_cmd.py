@@ -15,8 +15,8 @@ from scrapy_cluster.cli.context import CliContext, pass_cli_context, require_clu
 from scrapy_cluster.errors import BusError, BusUnavailableError, ScrapyClusterError, ValidationError
 
 if TYPE_CHECKING:
+    from scrapy_cluster.api.validation import RequestValidator
     from scrapy_cluster.kafka_monitor.feed import Feeder
-    from scrapy_cluster.kafka_monitor.validation import RequestValidator
     from scrapy_cluster.settings import Settings
 
 EXIT_BUS_FAILURE = 1

@@ -127,9 +127,9 @@ def _progress_bars() -> Iterator[Any]:
 def _crawl_validator(settings: Settings) -> ApiValidator:
     """Our crawl schema (the Kafka Monitor's crawl plugins) as a function returning why a
     request's crawl-API fields are refused, or None."""
+    from scrapy_cluster.api.validation import Accepted
     from scrapy_cluster.kafka_monitor.loader import build_validator, plugin_classes
     from scrapy_cluster.kafka_monitor.plugins import ScraperHandler
-    from scrapy_cluster.kafka_monitor.validation import Accepted
 
     classes = plugin_classes(settings)
     crawl_plugins = {cls.__name__ for cls in classes if issubclass(cls, ScraperHandler)}

@@ -18,7 +18,7 @@ def open_rest_service(settings: Mapping[str, Any], logger: logging.Logger,
     """The composition root: the Kafka Monitor's schemas validate ``/feed``, the metrics
     exporter reads the cluster, the service runs until the caller stops it."""
     from scrapy_cluster.kafka_monitor.loader import build_validator, plugin_classes
-    from scrapy_cluster.rest.app import open_rest
+    from scrapy_cluster.rest.server import open_rest
 
     validator = build_validator(plugin_classes(settings), settings)
     schemas = [(schema.plugin, schema.definition) for schema in validator.schemas]

@@ -28,7 +28,6 @@ import redis
 from scrapy_cluster.cli.context import CliContext, pass_cli_context
 from scrapy_cluster.embedded import ChildSpec, ComponentLogs, Console, EmbeddedRedis, Supervisor
 from scrapy_cluster.embedded.console import TerminalSink, event_line
-from scrapy_cluster.embedded.discovery import clear_running_cluster, write_running_cluster
 from scrapy_cluster.embedded.lock import UpLock
 from scrapy_cluster.embedded.preflight import check_bus, check_port_free, check_redis
 from scrapy_cluster.embedded.progress import ProgressLoop
@@ -36,6 +35,7 @@ from scrapy_cluster.errors import ScrapyClusterError, ServiceError
 from scrapy_cluster.redis_conn import RedisConfig
 from scrapy_cluster.settings import Settings
 from scrapy_cluster.settings.masking import mask_url
+from scrapy_cluster.settings.running_cluster import clear_running_cluster, write_running_cluster
 from scrapy_cluster.stats.progress import ProgressReader
 
 LOG_DIR = "logs"

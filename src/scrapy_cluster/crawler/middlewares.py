@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response
@@ -23,13 +23,14 @@ from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 from twisted.internet import task
 
-from scrapy_cluster.crawler import meta as crawl_meta
-from scrapy_cluster.crawler.config import cluster_settings, hostname
-from scrapy_cluster.crawler.funnel import FunnelCounter, funnel_for, refusal_reason
-from scrapy_cluster.crawler.retry_after import RetryAfterPauser
+from scrapy_cluster.crawler.common import meta as crawl_meta
+from scrapy_cluster.crawler.common.funnel import FunnelCounter
+from scrapy_cluster.crawler.common.resolution import cluster_settings, hostname
+from scrapy_cluster.crawler.common.response_stats import NO_RESPONSE, ResponseStats
+from scrapy_cluster.crawler.common.retry_after import RetryAfterPauser
+from scrapy_cluster.crawler.common.telemetry import FetchTelemetry
+from scrapy_cluster.crawler.funnel_hooks import funnel_for, refusal_reason
 from scrapy_cluster.crawler.scheduler import DistributedScheduler
-from scrapy_cluster.crawler.stats import NO_RESPONSE, ResponseStats
-from scrapy_cluster.crawler.telemetry import FetchTelemetry
 from scrapy_cluster.frontier.codec import DomainExtractor
 from scrapy_cluster.frontier.pause import DomainPauses
 from scrapy_cluster.redis_conn import RedisConfig
@@ -89,8 +90,6 @@ class LeaseFinishMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LeaseFinishMiddleware:
-        from scrapy import signals
-
         middleware = cls(crawler)
         for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
             crawler.signals.connect(middleware.item_handled, signal=signal)
@@ -215,7 +214,7 @@ class ResponseStatsMiddleware:
     ``fetched:0`` for no response, ``filtered:robots``/``filtered:ssrf`` for a refusal) and in
     the download telemetry (enqueue-to-fetch latency, failures by exception, last error per
     domain); ``stats.flush`` writes the statuses and telemetry in its one round trip, the
-    funnel counts go with the lease acknowledgements (``leases.py``).
+    funnel counts go with the lease acknowledgements (``lease_book.py``).
     """
 
     def __init__(self, stats: ResponseStats, cycle_s: float, *,
@@ -234,8 +233,6 @@ class ResponseStatsMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ResponseStatsMiddleware:
-        from scrapy import signals
-
         settings = cluster_settings(crawler)
         client = RedisConfig.from_settings(settings).sync_client()
         spider_name = crawler.spidercls.name

@@ -18,9 +18,11 @@ from itemadapter import ItemAdapter
 from scrapy import Spider, signals
 from scrapy.crawler import Crawler
 
-from scrapy_cluster.crawler.config import cluster_settings
-from scrapy_cluster.crawler.funnel import FunnelCounter, funnel_for
-from scrapy_cluster.crawler.items import fit_to_limit
+from scrapy_cluster.bus import create_bus, topics
+from scrapy_cluster.crawler.common.funnel import FunnelCounter
+from scrapy_cluster.crawler.common.items import fit_to_limit
+from scrapy_cluster.crawler.common.resolution import cluster_settings
+from scrapy_cluster.crawler.funnel_hooks import funnel_for
 from scrapy_cluster.crawler.middlewares import cluster_scheduler
 from scrapy_cluster.errors import BusError, MessageTooLargeError
 
@@ -45,8 +47,6 @@ class BusPipeline:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BusPipeline:
-        from scrapy_cluster.bus import create_bus
-
         settings = cluster_settings(crawler)
         bus = create_bus(settings)
         pipeline = cls(bus, bus.producer(), prefix=str(settings["KAFKA_TOPIC_PREFIX"]),
@@ -62,8 +62,6 @@ class BusPipeline:
             scheduler.leases.before_ack = self.confirm
 
     def topics_for(self, item: dict[str, Any]) -> list[str]:
-        from scrapy_cluster.bus import topics
-
         names = [topics.crawled_firehose(self.prefix)]
         if self.appid_topics and item.get("appid"):
             names.append(topics.crawled_app(self.prefix, str(item["appid"])))

@@ -1,17 +1,13 @@
-"""robots.txt ``Crawl-delay`` applied cluster-wide through the frontier's domain throttle.
+"""robots.txt ``Crawl-delay`` in the Scrapy engine: the rule is ``common/crawl_delay.py``'s.
 
 Scrapy's RobotsTxtMiddleware parses robots.txt (``ROBOTSTXT_OBEY``) and sends the
-``robots_parsed`` signal; this extension reads the delay for our user agent and, when it is
-longer than the domain's current throttle interval (QUEUE_WINDOW / QUEUE_HITS or the domain's
-own configuration), sets the domain to one request per delay for every crawler. It never makes
-a domain faster. ONE round trip per robots.txt parsed.
+``robots_parsed`` signal; this extension reads the delay for our user agent and applies it
+cluster-wide (only ever slower). ONE round trip per robots.txt parsed.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
-from importlib import resources
 from typing import Any
 
 import redis
@@ -20,17 +16,10 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.robotstxt import RobotParser
 
-from scrapy_cluster import keys
-from scrapy_cluster.crawler.config import cluster_settings
+from scrapy_cluster.crawler.common.crawl_delay import CrawlDelay
+from scrapy_cluster.crawler.common.resolution import cluster_settings
 from scrapy_cluster.frontier.codec import DomainExtractor
 from scrapy_cluster.redis_conn import RedisConfig
-
-logger = logging.getLogger(__name__)
-
-
-def crawl_delay_script(client: redis.Redis) -> Any:
-    source = resources.files("scrapy_cluster").joinpath("lua/crawler_crawl_delay.lua").read_text()
-    return client.register_script(source)
 
 
 class CrawlDelayExtension:
@@ -38,10 +27,10 @@ class CrawlDelayExtension:
 
     def __init__(self, client: redis.Redis, *, user_agent: str, default_hits: int,
                  default_window_s: float) -> None:
-        self._script = crawl_delay_script(client)
+        self.rule = CrawlDelay(client, default_hits=default_hits,
+                               default_window_s=default_window_s)
         self._domain = DomainExtractor()
-        self.user_agent, self.default_hits, self.default_window_s = \
-            user_agent, default_hits, default_window_s
+        self.user_agent = user_agent
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CrawlDelayExtension:
@@ -60,19 +49,4 @@ class CrawlDelayExtension:
         delay_s = robotparser.crawl_delay(self.user_agent)
         if not delay_s or delay_s <= 0:
             return
-        self.apply(self._domain(request.url), float(delay_s))
-
-    def apply(self, domain: str, delay_s: float) -> bool:
-        """Raise ``domain``'s interval to ``delay_s`` when it is shorter. ONE round trip."""
-        try:
-            slowed = bool(self._script(keys=[keys.domain_throttle_config()],
-                                       args=[domain, delay_s, self.default_hits,
-                                             self.default_window_s]))
-        except redis.RedisError as exc:
-            logger.warning("could not apply robots.txt Crawl-delay: %s", exc,
-                           extra={"domain": domain})
-            return False
-        if slowed:
-            logger.info("robots.txt Crawl-delay slows the domain for the cluster",
-                        extra={"domain": domain, "crawl_delay_s": delay_s})
-        return slowed
+        self.rule.apply(self._domain(request.url), float(delay_s))

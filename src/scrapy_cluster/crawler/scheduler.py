@@ -11,7 +11,7 @@ nothing is dispatchable yet). While the buffer is empty a background thread wait
 ``ready_at_s``) or new work is announced, and then wakes the engine: throttled domains are
 crawled at their configured rate, and an idle crawler picks up a new crawl at once, instead
 of at Scrapy's 5 s heartbeat. Leases are acknowledged in
-batches (see ``leases.py``). The spider never closes when idle. On close (SIGTERM/SIGINT:
+batches (see ``lease_book.py``). The spider never closes when idle. On close (SIGTERM/SIGINT:
 Scrapy first lets in-flight requests finish) finished leases are acknowledged and everything
 still buffered is released back to the queues: nothing is lost.
 """
@@ -23,6 +23,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from scrapy import Request, Spider, signals
@@ -32,14 +33,21 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.asyncio import call_later
 from twisted.internet import task
 
-from scrapy_cluster.crawler.config import cluster_settings
-from scrapy_cluster.crawler.funnel import FunnelCounter, funnel_for
-from scrapy_cluster.crawler.leases import LeaseBook
-from scrapy_cluster.crawler.meta import ENQUEUED_META_KEY, LEASE_META_KEY, PARENT_LEASE_META_KEY
-from scrapy_cluster.crawler.public_ip import PublicIpRefresher
-from scrapy_cluster.crawler.send_clock import LateSendBook, take_fresh_slot
+from scrapy_cluster.crawler.common.funnel import FunnelCounter
+from scrapy_cluster.crawler.common.late_sends import LateSendBook, take_fresh_slot
+from scrapy_cluster.crawler.common.meta import (
+    ENQUEUED_META_KEY,
+    LEASE_META_KEY,
+    PARENT_LEASE_META_KEY,
+)
+from scrapy_cluster.crawler.common.public_ip import PublicIpRefresher
+from scrapy_cluster.crawler.common.resolution import cluster_settings
+from scrapy_cluster.crawler.funnel_hooks import funnel_for
+from scrapy_cluster.crawler.lease_book import LeaseBook
 from scrapy_cluster.crawler.serialization import request_from_dict, request_to_dict
 from scrapy_cluster.errors import RequestSerializationError
+from scrapy_cluster.frontier import DispatchView, Frontier
+from scrapy_cluster.frontier.model import EnqueueResult
 from scrapy_cluster.outage import OutageLog, is_redis_outage
 from scrapy_cluster.redis_conn import RedisConfig
 
@@ -50,17 +58,40 @@ REAP_INTERVAL_S = 5.0
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class SchedulerPolicy:
+    """The scheduler's settings: ``buffer_size`` (SCHEDULER_BUFFER_SIZE), ``ack_flush_s``
+    (CRAWLER_ACK_FLUSH_MS), ``ip_enabled`` (SCHEDULER_IP_ENABLED), ``reap_interval_s`` (at most
+    half of LEASE_TIMEOUT), ``late_send_ms`` (THROTTLE_LATE_SEND_MS) and
+    ``urgent_late_send_ms`` (THROTTLE_SEND_ALLOWANCE_MS)."""
+
+    buffer_size: int
+    ack_flush_s: float
+    ip_enabled: bool
+    reap_interval_s: float = REAP_INTERVAL_S
+    late_send_ms: int = 20
+    urgent_late_send_ms: int = 100
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> SchedulerPolicy:
+        return cls(buffer_size=int(settings["SCHEDULER_BUFFER_SIZE"]),
+                   ack_flush_s=int(settings["CRAWLER_ACK_FLUSH_MS"]) / 1000,
+                   ip_enabled=bool(settings["SCHEDULER_IP_ENABLED"]),
+                   reap_interval_s=min(REAP_INTERVAL_S, float(settings["LEASE_TIMEOUT"]) / 2),
+                   late_send_ms=int(settings["THROTTLE_LATE_SEND_MS"]),
+                   urgent_late_send_ms=int(settings["THROTTLE_SEND_ALLOWANCE_MS"]))
+
+
 class DistributedScheduler(BaseScheduler):
     """Scrapy ``SCHEDULER`` backed by ``scrapy_cluster.frontier`` (see module docstring)."""
 
-    def __init__(self, frontier: Any, ip: PublicIpRefresher, *, buffer_size: int,
-                 ack_flush_s: float, ip_enabled: bool, reap_interval_s: float = 5.0,
-                 late_send_ms: int = 20, urgent_late_send_ms: int = 100,
+    def __init__(self, frontier: Frontier, ip: PublicIpRefresher, policy: SchedulerPolicy, *,
                  view_type: Any = None, funnel: FunnelCounter | None = None) -> None:
         self.frontier, self.ip = frontier, ip
-        self.buffer_size, self.ack_flush_s, self.ip_enabled = buffer_size, ack_flush_s, ip_enabled
+        self.buffer_size, self.ack_flush_s = policy.buffer_size, policy.ack_flush_s
+        self.ip_enabled = policy.ip_enabled
         self.leases = LeaseBook(frontier, logger=logger, funnel=funnel)
-        self.late_sends = LateSendBook(late_send_ms, urgent_late_send_ms)
+        self.late_sends = LateSendBook(policy.late_send_ms, policy.urgent_late_send_ms)
         self._restamp_scheduled = False
         self._view_type = view_type
         self._buffer: deque[Any] = deque()
@@ -72,25 +103,18 @@ class DistributedScheduler(BaseScheduler):
         self._wake_engine: Callable[[], None] = lambda: None
         self._ack_loop: task.LoopingCall | None = None
         self._reap_loop = task.LoopingCall(self._reap)
-        self.reap_interval_s = reap_interval_s
+        self.reap_interval_s = policy.reap_interval_s
         self.spider: Spider | None = None
         self._outage = OutageLog(logger)  # pop, wait and reap: one warning per outage
         self._given_back = OutageLog(logger)  # pages given back: one warning per outage
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DistributedScheduler:
-        from scrapy_cluster.frontier import DispatchView, Frontier
-
         settings = cluster_settings(crawler)
         client = RedisConfig.from_settings(settings).sync_client()
         scheduler = cls(Frontier.from_settings(settings, client, seen_cache=True),
                         PublicIpRefresher.from_settings(settings, logger),
-                        buffer_size=int(settings["SCHEDULER_BUFFER_SIZE"]),
-                        ack_flush_s=int(settings["CRAWLER_ACK_FLUSH_MS"]) / 1000,
-                        ip_enabled=bool(settings["SCHEDULER_IP_ENABLED"]),
-                        reap_interval_s=min(REAP_INTERVAL_S, float(settings["LEASE_TIMEOUT"]) / 2),
-                        late_send_ms=int(settings["THROTTLE_LATE_SEND_MS"]),
-                        urgent_late_send_ms=int(settings["THROTTLE_SEND_ALLOWANCE_MS"]),
+                        SchedulerPolicy.from_settings(settings),
                         view_type=DispatchView, funnel=funnel_for(crawler))
         crawler.signals.connect(scheduler._keep_alive, signal=signals.spider_idle)
         if not settings["SCHEDULER_PERSIST"]:
@@ -164,8 +188,8 @@ class DistributedScheduler(BaseScheduler):
         return bool(request.meta.get("redirect_times")) and lease_id is not None \
             and self.leases.request(lease_id) is not None
 
-    def enqueue_dicts(self, requests: Sequence[Mapping[str, Any]], *, dedupe: bool = True,
-                      funnel: bool = True) -> Any:
+    def enqueue_dicts(self, requests: Sequence[dict[str, Any]], *, dedupe: bool = True,
+                      funnel: bool = True) -> EnqueueResult:
         """Queue crawl-request dicts in ONE round trip (how spiders send a page's links); the
         same call counts them in their crawls' URL funnels unless ``funnel`` is False."""
         result = self.frontier.enqueue_many(list(requests), dedupe=dedupe, funnel=funnel)
@@ -245,6 +269,8 @@ class DistributedScheduler(BaseScheduler):
     def _wait_for_work(self) -> None:
         """Background thread: while the buffer is empty, block until the earliest throttled
         domain may dispatch or new work is announced, then wake the engine."""
+        # Imported here, not at the top: importing the reactor installs Twisted's default one,
+        # and Scrapy must install the configured reactor first.
         from twisted.internet import reactor
 
         while not self._stopping.is_set():

@@ -16,22 +16,15 @@ from typing import Any
 
 import orjson
 from scrapy import Request, Spider
-from scrapy.http.headers import Headers
 
-from scrapy_cluster.crawler.meta import CLUSTER_FIELDS, LEASE_META_KEY, cluster_fields, user_meta
+from scrapy_cluster.crawler.common.items import headers_to_dict
+from scrapy_cluster.crawler.common.meta import (
+    CLUSTER_FIELDS,
+    LEASE_META_KEY,
+    cluster_fields,
+    user_meta,
+)
 from scrapy_cluster.errors import RequestSerializationError
-
-
-def headers_to_dict(headers: Headers | Mapping[Any, Any]) -> dict[str, list[str]]:
-    """Every header value, in order, decoded as latin-1 (lossless for any byte)."""
-    result: dict[str, list[str]] = {}
-    items = headers.items() if not isinstance(headers, Headers) else \
-        ((key, headers.getlist(key)) for key in headers)
-    for key, values in items:
-        name = key.decode("latin-1") if isinstance(key, bytes) else str(key)
-        values = values if isinstance(values, list | tuple) else [values]
-        result[name] = [v.decode("latin-1") if isinstance(v, bytes) else str(v) for v in values]
-    return result
 
 
 def _method_name(spider: Spider, function: Any, role: str) -> str | None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from scrapy_cluster.testing.politeness import Limit, max_in_window, span_utilisation
+from scrapy_cluster.sitegen.throttle_measure import Limit, max_in_window, span_utilisation
 
 MIN_UTILISATION = 0.5
 """A domain kept busy must use at least this share of its limit (the demo fails otherwise)."""

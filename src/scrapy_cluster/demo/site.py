@@ -1,6 +1,6 @@
 """The demo's web site: the generated test site plus what a real site has.
 
-Compared with ``testing.site.GeneratedSite``, some graph pages also link to a
+Compared with ``sitegen.site.GeneratedSite``, some graph pages also link to a
 path that robots.txt disallows and to pages that do not exist (404), the seed
 page links to the first pages of every other host (so each domain has backlog
 from the start), and one host answers slowly. Every request's arrival time is recorded
@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from scrapy_cluster.testing.site import GeneratedSite, Page, SiteConfig, SiteServer
+from scrapy_cluster.sitegen.site import GeneratedSite, Page, SiteConfig, SiteServer
 
 DISALLOWED_PREFIX = "/private/"
 ENTRY_PAGES = 4

@@ -98,7 +98,8 @@ class DomainDocument:
         return {"blacklist": sorted(self.blacklist), "domains": domains}
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.to_data(), sort_keys=False, default_flow_style=False)
+        text: str = yaml.safe_dump(self.to_data(), sort_keys=False, default_flow_style=False)
+        return text
 
     def with_throttle(self, domain: str, throttle: DomainThrottle) -> DomainDocument:
         return DomainDocument({**self.throttles, domain: throttle}, self.blacklist)

@@ -24,14 +24,11 @@ from scrapy_cluster.domain_config.document import DomainDocument, Normalize, fro
 from scrapy_cluster.domain_config.store import VersionedDocument
 from scrapy_cluster.errors import DomainConfigConflictError
 from scrapy_cluster.frontier.config import DomainConfig, DomainToucher
+from scrapy_cluster.text import as_text
 
 STORE_ATTEMPTS = 20
 REDIS_SOURCE = "redis"
 """The ``source`` field of a document written through this store (a mirror names its own)."""
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class RedisDomainConfigStore:
@@ -55,7 +52,7 @@ class RedisDomainConfigStore:
         version, text = self.redis.hmget(keys.domain_config_document(), ["version", "yaml"])
         if version is None:
             return VersionedDocument(DomainDocument(), 0)
-        yaml_text = text.decode(errors="replace") if isinstance(text, bytes) else str(text or "")
+        yaml_text = as_text(text or "")
         document = DomainDocument.from_yaml(yaml_text, self.normalize)
         return VersionedDocument(document, int(version))
 
@@ -106,7 +103,7 @@ class RedisDomainConfigStore:
             pipe.watch(document_key, keys.domain_throttle_config(), keys.domain_blacklist())
             version, stored_source = pipe.hmget(document_key, ["version", "source"])
             stored = int(version or 0)
-            if not allowed(stored, _text(stored_source or REDIS_SOURCE)):
+            if not allowed(stored, as_text(stored_source or REDIS_SOURCE)):
                 raise DomainConfigConflictError(
                     f"domain configuration (version {stored}) {refusal}")
             old_throttles, old_blacklist = DomainConfig.current_raw(pipe)

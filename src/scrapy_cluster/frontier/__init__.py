@@ -2,7 +2,8 @@
 
 ``Frontier`` (sync) and ``AsyncFrontier`` (asyncio) are thin wrappers over the
 same Lua scripts (``scrapy_cluster/lua/frontier_*.lua``) and the same pure
-argument builders (``calls``); see docs/architecture.md, section "Frontier".
+argument builders (``calls``); ``sync.py`` is written from ``aio.py`` by
+``python -m scrapy_cluster.frontier.unasync``. See docs/architecture.md, section "Frontier".
 """
 
 from __future__ import annotations

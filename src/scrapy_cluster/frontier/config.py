@@ -19,6 +19,7 @@ import redis
 
 from scrapy_cluster import keys
 from scrapy_cluster.errors import FrontierError
+from scrapy_cluster.text import as_text
 
 
 class DomainToucher(Protocol):
@@ -82,7 +83,7 @@ class DomainConfig:
 
     def throttles(self) -> dict[str, DomainThrottle]:
         raw = self.redis.hgetall(keys.domain_throttle_config())
-        return {_text(domain): DomainThrottle.from_json(value) for domain, value in raw.items()}
+        return {as_text(domain): DomainThrottle.from_json(value) for domain, value in raw.items()}
 
     def add_blacklist(self, domain: str) -> None:
         self.redis.sadd(keys.domain_blacklist(), domain)
@@ -93,7 +94,7 @@ class DomainConfig:
         self.toucher.touch_domain(domain)
 
     def blacklist(self) -> set[str]:
-        return {_text(domain) for domain in self.redis.smembers(keys.domain_blacklist())}
+        return {as_text(domain) for domain in self.redis.smembers(keys.domain_blacklist())}
 
     def replace_all(self, throttles: Mapping[str, DomainThrottle], blacklist: set[str]) -> None:
         """Make Redis hold exactly this configuration (for an outside source of truth)."""
@@ -108,8 +109,8 @@ class DomainConfig:
     def current_raw(client: Any) -> tuple[dict[str, bytes], set[str]]:
         """The stored throttle JSON by domain and the blacklist (two reads on ``client``)."""
         raw = client.hgetall(keys.domain_throttle_config())
-        blacklist = {_text(name) for name in client.smembers(keys.domain_blacklist())}
-        return {_text(domain): value for domain, value in raw.items()}, blacklist
+        blacklist = {as_text(name) for name in client.smembers(keys.domain_blacklist())}
+        return {as_text(domain): value for domain, value in raw.items()}, blacklist
 
     @staticmethod
     def queue_replace(pipe: Any, throttles: Mapping[str, DomainThrottle], blacklist: set[str],
@@ -136,7 +137,3 @@ class DomainConfig:
         """Make each domain due again in every ready set (one script call per domain)."""
         for domain in sorted(domains):
             self.toucher.touch_domain(domain)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

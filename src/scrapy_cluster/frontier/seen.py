@@ -7,7 +7,7 @@ command packing. A crawler remembers, for every link the frontier confirmed as r
 the crawl's dupefilter, the smallest depth it was recorded at. A link of the same crawl offered
 again at that depth or deeper would be answered "duplicate" by the script, so it is counted as
 one (``submitted`` and ``deduplicated`` in the URL funnel, through the lease ack: see
-``crawler/funnel.py``) and never sent.
+``crawler/common/funnel.py``) and never sent.
 
 Why this keeps the exactly-once semantics (docs/architecture.md, "Seen cache"):
 

@@ -1,10 +1,8 @@
-"""``Frontier``: the distributed frontier for synchronous code (the Scrapy scheduler).
+"""``Frontier``: the distributed frontier for synchronous code (the Scrapy scheduler, the
+Redis Monitor, the command line).
 
-All logic lives in the Lua scripts and in ``calls``; this class adds the
-round trip. Round trips: ``enqueue_many``, ``pop``, ``ack``, ``release``,
-``reap``, ``crawl_info``, ``crawl_funnels`` and ``backlog`` one each; ``app_counts`` two; ``purge`` one per chunk;
-``wait_for_work`` one blocking BLPOP per slice of at most 5 s (none in its last ~0.1 s,
-which is slept locally to the millisecond; see ``waiting``).
+Written from ``aio.py`` by ``python -m scrapy_cluster.frontier.unasync``: do not edit this
+file, edit ``aio.py`` and run that command (a test fails when the two differ).
 """
 
 from __future__ import annotations
@@ -40,6 +38,14 @@ from scrapy_cluster.frontier.seen import SeenCache
 class Frontier:
     """Per-domain throttled priority queues in Redis, shared by every crawler process.
 
+    All logic lives in the Lua scripts and in ``calls``; this class adds the round trip.
+    Round trips: ``enqueue_many``, ``pop``, ``ack``, ``release``, ``restamp``,
+    ``late_slot``, ``reap``, ``crawl_info``, ``crawl_funnels``, ``backlog``,
+    ``touch_domain``, ``take_completed``, ``confirm_completed`` and
+    ``crawl_funnels_and_statuses`` one each; ``app_counts`` two; ``purge`` one per chunk;
+    ``wait_for_work`` one blocking BLPOP per slice of at most 5 s (none in its last ~0.1 s,
+    which is slept locally to the millisecond; see ``waiting``).
+
     ``clock`` (ms) replaces Redis server time; inject it in tests only, since
     production processes must agree on time.
     """
@@ -73,8 +79,9 @@ class Frontier:
         except redis.ResponseError as exc:
             raise FrontierError(f"frontier script failed: {exc}") from exc
 
-    def enqueue_many(self, requests: Sequence[dict[str, Any]], *, dedupe: bool = False,
-                     funnel: bool = True) -> EnqueueResult:
+    def enqueue_many(
+            self, requests: Sequence[dict[str, Any]], *, dedupe: bool = False,
+            funnel: bool = True) -> EnqueueResult:
         """Queue ``requests`` (invalid ones are reported, not queued). One round trip, which
         also counts them in their crawls' URL funnels unless ``funnel`` is False (a retry);
         none when the seen cache knew every request for a duplicate (the result's
@@ -100,7 +107,8 @@ class Frontier:
         if not lease_ids and not funnel:
             return 0
         self._held.difference_update(lease_ids)
-        return int(self._run(self.scripts.ack, self.calls.ack(lease_ids, self._now(), funnel)))
+        call = self.calls.ack(lease_ids, self._now(), funnel)
+        return int(self._run(self.scripts.ack, call))
 
     def release(self, lease_ids: Sequence[str], *, priority_delta: int = 0) -> int:
         """Put leased requests back (``priority_delta`` < 0 for retries). One round trip."""
@@ -162,13 +170,15 @@ class Frontier:
         reply = self._run(self.scripts.info, self.calls.info(spiderid, appid, crawlid))
         return self.calls.parse_info(reply, spiderid, appid, crawlid)
 
-    def crawl_funnels(self, spiderid: str, crawlids: Sequence[str]) -> dict[str, CrawlFunnel]:
+    def crawl_funnels(
+            self, spiderid: str, crawlids: Sequence[str]) -> dict[str, CrawlFunnel]:
         """The URL funnel of each crawl (all zeros for an unknown one). One round trip (one
-        pipelined HGETALL per crawl)."""
+        pipelined HGETALL per crawl; none without crawls)."""
         pipe = self.redis.pipeline(transaction=False)
         for key in self.calls.funnel_keys(spiderid, crawlids):
             pipe.hgetall(key)
-        return self.calls.parse_funnels(crawlids, pipe.execute() if crawlids else [])
+        replies = pipe.execute() if crawlids else []
+        return self.calls.parse_funnels(crawlids, replies)
 
     def app_counts(self, spiderid: str, appid: str) -> dict[str, CrawlCounts]:
         """Every crawl of an app with work left, per domain ``(total, low priority, high
@@ -195,31 +205,39 @@ class Frontier:
     def backlog(self, most_domains: int = 10_000) -> dict[str, Backlog]:
         """Queued requests per spider and domain (at most ``most_domains`` domains listed per
         spider; all counted in its total). One round trip; reads lengths, never items."""
-        return self.calls.parse_backlog(self._run(self.scripts.backlog,
-                                                  self.calls.backlog(most_domains)))
+        reply = self._run(self.scripts.backlog, self.calls.backlog(most_domains))
+        return self.calls.parse_backlog(reply)
 
     def purge(self, spiderid: str, appid: str, crawlid: str | None = None) -> int:
-        """Blacklist and remove the crawl(s) and their leases; returns requests removed."""
-        return self.purge_detail(spiderid, appid, crawlid).total
+        """Blacklist and remove the crawl(s) and their leases; returns requests removed.
+        Round trips as ``purge_detail``."""
+        result = self.purge_detail(spiderid, appid, crawlid)
+        return result.total
 
-    def purge_detail(self, spiderid: str, appid: str, crawlid: str | None = None, *,
-                     reason: str = "stopped") -> PurgeResult:
+    def purge_detail(
+            self, spiderid: str, appid: str, crawlid: str | None = None, *,
+            reason: str = "stopped") -> PurgeResult:
         """``purge``, telling queued requests from in-flight leases removed. The crawl ends
         with status ``reason`` (``stopped`` or ``expired``) unless it had ended already
         (``prior_status``, of the one crawl or of the last one); its keys get CRAWL_STATE_TTL.
 
-        One round trip per chunk of FRONTIER_PURGE_CHUNK requests, so Redis is
-        never blocked for long.
+        One round trip per chunk of FRONTIER_PURGE_CHUNK requests, so Redis is never blocked
+        for long (plus one, ``crawl_info``, to list the app's crawls when ``crawlid`` is None).
         """
-        crawlids = [crawlid] if crawlid else self.crawl_info(spiderid, appid).crawlids
+        if crawlid:
+            crawlids = [crawlid]
+        else:
+            info = self.crawl_info(spiderid, appid)
+            crawlids = info.crawlids
         queued = in_flight = 0
         prior: str | None = None
         for crawl in crawlids:
             phase = "q0"
             first = True
             while phase != "done":
-                reply = self._run(self.scripts.purge, self.calls.purge(
-                    spiderid, appid, crawl, phase, reason=reason, now_ms=self._now()))
+                call = self.calls.purge(spiderid, appid, crawl, phase, reason=reason,
+                                        now_ms=self._now())
+                reply = self._run(self.scripts.purge, call)
                 if first:
                     prior, first = self.calls.purge_prior_status(reply), False
                 removed, leases, phase = self.calls.parse_purge(reply)
@@ -228,15 +246,16 @@ class Frontier:
         return PurgeResult(queued, in_flight, prior)
 
     def touch_domain(self, domain: str) -> int:
-        """Make ``domain`` due now in every ready set (after a domain config change)."""
+        """Make ``domain`` due now in every ready set (after a domain config change). One
+        round trip."""
         return int(self._run(self.scripts.touch, self.calls.touch(domain, self._now())))
 
     def fingerprint(self, request: dict[str, Any]) -> bytes:
+        """The request's dedupe fingerprint (no round trip)."""
         return codec.fingerprint(request)
 
-
-    def take_completed(self, *, grace_ms: int, hold_ms: int,
-                       most: int = 100) -> list[CompletedCrawl]:
+    def take_completed(
+            self, *, grace_ms: int, hold_ms: int, most: int = 100) -> list[CompletedCrawl]:
         """Crawls idle (nothing queued, nothing leased) for ``grace_ms``, now declared
         complete, plus notices a dead monitor took and never confirmed; each is held for
         ``hold_ms`` so no other caller takes it. One round trip (``frontier_complete.lua``)."""
@@ -248,12 +267,15 @@ class Frontier:
         round trip (none when empty)."""
         if not completed:
             return 0
-        return int(self._run(self.scripts.complete_done, self.calls.confirm_completed(completed)))
+        call = self.calls.confirm_completed(completed)
+        return int(self._run(self.scripts.complete_done, call))
 
-    def crawl_funnels_and_statuses(self, spiderid: str, crawlids: Sequence[str],
-                                   ) -> tuple[dict[str, CrawlFunnel], dict[str, str | None]]:
+    def crawl_funnels_and_statuses(
+            self, spiderid: str, crawlids: Sequence[str],
+    ) -> tuple[dict[str, CrawlFunnel], dict[str, str | None]]:
         """``crawl_funnels`` and each crawl's status (``running``, ``complete``, ``stopped``,
-        ``expired``; None without state). One round trip (pipelined HGETALL + HGET per crawl)."""
+        ``expired``; None without state). One round trip (pipelined HGETALL + HGET per crawl;
+        none without crawls)."""
         if not crawlids:
             return {}, {}
         pipe = self.redis.pipeline(transaction=False)

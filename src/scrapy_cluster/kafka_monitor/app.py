@@ -11,7 +11,7 @@ from scrapy_cluster.bus import create_bus, topics
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.kafka_monitor.loader import build_plugins, build_validator, plugin_classes
 from scrapy_cluster.kafka_monitor.monitor import KafkaMonitor
-from scrapy_cluster.migration.version import check_at_start
+from scrapy_cluster.layout import check_at_start
 from scrapy_cluster.redis_conn import RedisConfig
 from scrapy_cluster.upkeep import node_identity
 

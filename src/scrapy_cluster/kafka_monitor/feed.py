@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 import orjson
 
+from scrapy_cluster.api.validation import Accepted, RequestValidator
 from scrapy_cluster.errors import BusError, ValidationError
 from scrapy_cluster.kafka_monitor.loader import build_validator, plugin_classes
-from scrapy_cluster.kafka_monitor.validation import Accepted, RequestValidator
 
 FLUSH_EVERY = 1000
 ERRORS_KEPT = 20

@@ -13,9 +13,9 @@ from typing import Any
 
 import redis
 
+from scrapy_cluster.api.validation import RequestValidator
 from scrapy_cluster.errors import NotConfigured
 from scrapy_cluster.kafka_monitor.plugins.base import BaseHandler, CrawlFrontier
-from scrapy_cluster.kafka_monitor.validation import RequestValidator
 from scrapy_cluster.plugins import ranked_classes
 
 

@@ -18,9 +18,10 @@ from typing import Any, Protocol
 
 import redis
 
+from scrapy_cluster import keys
+from scrapy_cluster.api.validation import Accepted, RequestValidator
 from scrapy_cluster.errors import BusError
 from scrapy_cluster.kafka_monitor.plugins.base import BaseHandler, Failures
-from scrapy_cluster.kafka_monitor.validation import Accepted, RequestValidator
 from scrapy_cluster.outage import Backoff, is_redis_outage
 from scrapy_cluster.stats import WindowedStats
 from scrapy_cluster.stats.node import NodeInfo
@@ -59,15 +60,31 @@ class BatchAbandoned(Exception):
     """Shutdown was requested while Redis was down; the batch stays unacknowledged."""
 
 
+@dataclass(frozen=True)
+class KafkaMonitorPolicy:
+    """The settings the loop obeys (docs/settings.md, section Kafka Monitor)."""
+
+    batch_size: int = 500
+    poll_timeout_s: float = 0.05
+    count_total: bool = True
+    count_plugins: bool = True
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> KafkaMonitorPolicy:
+        return cls(batch_size=int(settings["KAFKA_MONITOR_BATCH_SIZE"]),
+                   poll_timeout_s=float(settings["KAFKA_CONSUMER_TIMEOUT"]) / 1000,
+                   count_total=bool(settings["STATS_TOTAL"]),
+                   count_plugins=bool(settings["STATS_PLUGINS"]))
+
+
 class KafkaMonitor:
     """Validates API requests from the bus and hands each to the first plugin accepting it."""
 
     def __init__(self, *, consumer: BusConsumer, validator: RequestValidator,
                  plugins: Sequence[BaseHandler], redis_client: redis.Redis,
                  stats: WindowedStats, logger: logging.Logger, heartbeat: Heartbeat,
-                 stats_dump: StatsDump, backoff: Backoff, batch_size: int = 500,
-                 poll_timeout_s: float = 0.05, count_total: bool = True,
-                 count_plugins: bool = True) -> None:
+                 stats_dump: StatsDump, backoff: Backoff,
+                 policy: KafkaMonitorPolicy = KafkaMonitorPolicy()) -> None:
         self.consumer = consumer
         self.validator = validator
         self.plugins = {plugin.name: plugin for plugin in plugins}
@@ -77,10 +94,7 @@ class KafkaMonitor:
         self.heartbeat = heartbeat
         self.stats_dump = stats_dump
         self.backoff = backoff
-        self.batch_size = batch_size
-        self.poll_timeout_s = poll_timeout_s
-        self.count_total = count_total
-        self.count_plugins = count_plugins
+        self.policy = policy
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], *, consumer: BusConsumer,
@@ -88,7 +102,8 @@ class KafkaMonitor:
                       redis_client: redis.Redis, logger: logging.Logger,
                       machine: str, process_id: str, clock: Callable[[], float] = time.monotonic,
                       sleep: Callable[[float], None] = time.sleep) -> KafkaMonitor:
-        stats = WindowedStats.from_settings(settings, redis_client, key_prefix="stats:kafka-monitor")
+        stats = WindowedStats.from_settings(settings, redis_client,
+                                            key_prefix=keys.stats_key("kafka-monitor"))
         interval_s = min(5.0, float(settings["HEARTBEAT_TIMEOUT"]) / 3)
         names = [TOTAL, FAIL, *(plugin.name for plugin in plugins)]
         return cls(
@@ -98,10 +113,7 @@ class KafkaMonitor:
                                 interval_s=interval_s, clock=clock, info=NodeInfo()),
             stats_dump=StatsDump(stats, names, interval_s=float(settings["STATS_DUMP"]),
                                  clock=clock, logger=logger),
-            backoff=Backoff(sleep=sleep), batch_size=int(settings["KAFKA_MONITOR_BATCH_SIZE"]),
-            poll_timeout_s=float(settings["KAFKA_CONSUMER_TIMEOUT"]) / 1000,
-            count_total=bool(settings["STATS_TOTAL"]),
-            count_plugins=bool(settings["STATS_PLUGINS"]))
+            backoff=Backoff(sleep=sleep), policy=KafkaMonitorPolicy.from_settings(settings))
 
     def run(self, should_stop: Callable[[], bool]) -> None:
         """Process batches until ``should_stop()``; the batch in hand is finished first."""
@@ -119,7 +131,7 @@ class KafkaMonitor:
 
     def run_once(self, should_stop: Callable[[], bool] = lambda: False) -> BatchReport:
         """Poll one batch and process it (see the module docstring for round trips)."""
-        messages = self.consumer.poll(self.batch_size, self.poll_timeout_s)
+        messages = self.consumer.poll(self.policy.batch_size, self.policy.poll_timeout_s)
         if not messages:
             self.heartbeat.beat_if_due(self.logger)
             return BatchReport()
@@ -216,11 +228,11 @@ class KafkaMonitor:
                                                    "request": requests[index]})
 
     def _queue_stats(self, pipe: Any, report: BatchReport) -> None:
-        if self.count_total:
+        if self.policy.count_total:
             self.stats.increment(TOTAL, pipe=pipe, amount=report.received)
             if report.failed:
                 self.stats.increment(FAIL, pipe=pipe, amount=report.failed)
-        if self.count_plugins:
+        if self.policy.count_plugins:
             for name, handled in report.handled.items():
                 if handled:
                     self.stats.increment(name, pipe=pipe, amount=handled)

@@ -96,10 +96,11 @@ local function url_field(item)
   end
 end
 
--- Removes the crawl's queued copy of a URL from the domain (its item holds url_field).
--- Returns true when one was found.
--- Holds a depth-upgraded item of a fetched URL until the crawl reaches its maxdepth
--- (one entry per URL: an older hold of the same URL is replaced).
+-- Parks the depth-upgraded item of a URL the crawl no longer has queued (fetched or being
+-- fetched) in the crawl's held LIST as '<domain>\t<priority>\t<item>', instead of queueing it:
+-- release_held queues the whole list when the crawl first queues a page at its maxdepth. One
+-- entry per URL: an older entry holding the same url_field is removed first (none is looked
+-- for when the item has no url_field). The list's TTL is set once per batch (expire_crawl_keys).
 local function hold(spider, crawl, domain, priority, field, item)
   local held = crawl_key('held', spider, crawl)
   for _, entry in ipairs(redis.call('LRANGE', held, 0, -1)) do
@@ -109,6 +110,8 @@ local function hold(spider, crawl, domain, priority, field, item)
   holds[held] = {spider, crawl}
 end
 
+-- Removes the crawl's queued copy of a URL from the domain (its item holds url_field).
+-- Returns true when one was found.
 local function remove_queued_copy(spider, domain, crawl, field, batch)
   if not field then return false end
   local index = domain_index_key(spider, domain)

@@ -106,6 +106,27 @@ def _from_flat(data: Mapping[str, Any]) -> Converted:
 
 def _from_scrapy_dict(data: Mapping[str, Any], meta: Mapping[str, Any]) -> Converted:
     converted = Converted()
+    user_meta = _from_scrapy_meta(meta, converted)
+    for name, value in data.items():
+        if name == "url":
+            converted.put(name, value, api=True)
+        elif name in REQUEST_FIELDS:
+            _check_request_field(name, value)
+            if value is not None and value not in IMPLIED_VALUES.get(name, ()):
+                converted.request[name] = value
+            elif value is None:
+                converted.mapped.append(NULL_TO_UNSET)
+        elif name != "meta":  # Scrapy's Request.priority (the score, -meta.priority, ordered
+            # the original), _encoding (our URLs are text), flags (logging), _class
+            converted.dropped.append(name)
+    if user_meta:
+        converted.request["meta"] = user_meta
+    return converted
+
+
+def _from_scrapy_meta(meta: Mapping[str, Any], converted: Converted) -> dict[str, Any]:
+    """Puts the crawl-API fields of a Scrapy request's ``meta`` into ``converted``; returns the
+    user's own meta keys (Scrapy's runtime keys and private ones are dropped)."""
     user_meta: dict[str, Any] = {}
     for name, value in meta.items():
         key = str(name)
@@ -122,21 +143,7 @@ def _from_scrapy_dict(data: Mapping[str, Any], meta: Mapping[str, Any]) -> Conve
             converted.dropped.append(f"meta.{key}")
         else:
             user_meta[key] = value
-    for name, value in data.items():
-        if name == "url":
-            converted.put(name, value, api=True)
-        elif name in REQUEST_FIELDS:
-            _check_request_field(name, value)
-            if value is not None and value not in IMPLIED_VALUES.get(name, ()):
-                converted.request[name] = value
-            elif value is None:
-                converted.mapped.append(NULL_TO_UNSET)
-        elif name != "meta":  # Scrapy's Request.priority (the score, -meta.priority, ordered
-            # the original), _encoding (our URLs are text), flags (logging), _class
-            converted.dropped.append(name)
-    if user_meta:
-        converted.request["meta"] = user_meta
-    return converted
+    return user_meta
 
 
 _REQUEST_FIELD_TYPES: dict[str, tuple[type, ...]] = {

@@ -24,12 +24,12 @@ import orjson
 from w3lib.url import canonicalize_url
 
 from scrapy_cluster.migration.fields import FieldError, convert
+from scrapy_cluster.text import as_text
 
 BLACKLIST_SEPARATOR = "||"
 QUEUE_SUFFIX = ":queue"
 DUPEFILTER_PART = ":dupefilter:"
 BLACKLIST_SUFFIX = ":blacklist"
-TIMEOUT_PREFIX = "timeout:"
 
 
 LegacyItemError = FieldError
@@ -97,7 +97,7 @@ def convert_item(raw: bytes, score: float, key_spiderid: str) -> LegacyRequest:
 
 def blacklisted_crawlid(member: bytes | str) -> str:
     """The crawlid of an original blacklist member ``<appid>||<crawlid>`` (ours: the crawlid)."""
-    text = member.decode("utf-8", errors="replace") if isinstance(member, bytes) else member
+    text = as_text(member)
     _, separator, crawlid = text.partition(BLACKLIST_SEPARATOR)
     return crawlid if separator else text
 
@@ -123,14 +123,6 @@ def blacklist_spiderid(key: str, *, reserved: frozenset[str]) -> str | None:
         return None
     spiderid = key[: -len(BLACKLIST_SUFFIX)]
     return spiderid if spiderid and ":" not in spiderid else None
-
-
-def timeout_parts(key: str) -> tuple[str, str, str] | None:
-    """``(spiderid, appid, crawlid)`` of ``timeout:<spiderid>:<appid>:<crawlid>``, else None."""
-    if not key.startswith(TIMEOUT_PREFIX):
-        return None
-    parts = key[len(TIMEOUT_PREFIX):].split(":", 2)
-    return (parts[0], parts[1], parts[2]) if len(parts) == 3 and all(parts) else None
 
 
 def timeout_expiry(raw: bytes | str | None) -> int | None:

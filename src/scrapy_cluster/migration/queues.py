@@ -29,6 +29,7 @@ from scrapy_cluster.frontier.scripts import FrontierScripts
 from scrapy_cluster.migration import legacy
 from scrapy_cluster.migration.source import Journal
 from scrapy_cluster.migration.summary import Summary
+from scrapy_cluster.text import as_text
 
 ApiValidator = Callable[[dict[str, Any]], str | None]
 """Returns why our crawl schema refuses a request's crawl-API fields, or None."""
@@ -172,4 +173,4 @@ class QueueImporter:
 
 def _rejected_entry(legacy_key: str, raw: bytes, priority: int, reason: str) -> bytes:
     return orjson.dumps({"key": legacy_key, "priority": priority, "reason": reason,
-                         "item": raw.decode("utf-8", errors="replace")})
+                         "item": as_text(raw)})

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 import redis
 
+from scrapy_cluster import layout
 from scrapy_cluster.domain_config import DomainConfigStore, DomainDocument
 from scrapy_cluster.frontier.calls import FrontierCalls
-from scrapy_cluster.migration import legacy, steps, version
+from scrapy_cluster.migration import legacy, steps, upgrades
 from scrapy_cluster.migration.dupefilters import DupefilterImporter, SeenUrls
 from scrapy_cluster.migration.queues import ApiValidator, Progress, QueueImporter
 from scrapy_cluster.migration.source import Journal, LegacyKeys, LegacySource
@@ -60,8 +61,8 @@ class Migration:
     def run(self, progress_factory: ProgressFactory) -> Summary:
         dry_run = self.options.dry_run
         summary = Summary(dry_run=dry_run)
-        version.read_version(self.target)  # a non-integer version refuses here
-        version.upgrade(self.target, dry_run=True)  # a newer version refuses here
+        layout.read_version(self.target)  # a non-integer version refuses here
+        upgrades.upgrade(self.target, dry_run=True)  # a newer version refuses here
         if self.domain_document is not None and self.domain_store is not None:
             steps.import_domain_config(self.domain_store, self.domain_document, summary,
                                        dry_run=dry_run)
@@ -76,7 +77,7 @@ class Migration:
             self._dry_run_queues(found, summary, progress_factory)
         else:
             self._import_queues(found, summary, progress_factory)
-        summary.schema_steps = version.upgrade(self.target, dry_run=dry_run)
+        summary.schema_steps = upgrades.upgrade(self.target, dry_run=dry_run)
         return summary
 
     def _import_queues(self, found: LegacyKeys, summary: Summary,

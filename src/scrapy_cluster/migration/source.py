@@ -106,10 +106,10 @@ class LegacySource:
         return found.sort()
 
     def _classify(self, page: list[str], found: LegacyKeys) -> None:
-        candidates = [name for name in page if not name.startswith("migrate:") and (
+        candidates = [name for name in page if not keys.is_migration_key(name) and (
             legacy.queue_spiderid(name) or legacy.dupefilter_crawl(name)
             or legacy.blacklist_spiderid(name, reserved=OUR_RESERVED)
-            or legacy.timeout_parts(name))]
+            or keys.parse_crawl_timeout(name))]
         if not candidates:
             return
         pipe = self.source.pipeline(transaction=False)
@@ -123,7 +123,7 @@ class LegacySource:
                 found.dupefilters.append(name)
             elif kind == "set" and legacy.blacklist_spiderid(name, reserved=OUR_RESERVED):
                 found.blacklists.append(name)
-            elif kind == "string" and legacy.timeout_parts(name):
+            elif kind == "string" and keys.parse_crawl_timeout(name):
                 found.timeouts.append(name)
         if zsets:
             pipe = self.source.pipeline(transaction=False)

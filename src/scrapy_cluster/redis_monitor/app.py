@@ -10,15 +10,20 @@ from typing import Any
 
 import redis
 
+from scrapy_cluster import keys
 from scrapy_cluster.bus import create_bus
 from scrapy_cluster.errors import NotConfigured
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.outage import Backoff
 from scrapy_cluster.plugins import ranked_classes
 from scrapy_cluster.redis_conn import RedisConfig
-from scrapy_cluster.redis_monitor.answers import AnswerSender
+from scrapy_cluster.redis_monitor.answer_sender import AnswerSender
 from scrapy_cluster.redis_monitor.jobs import JobQueue
-from scrapy_cluster.redis_monitor.monitor import RedisMonitor, plugin_settings_names
+from scrapy_cluster.redis_monitor.monitor import (
+    RedisMonitor,
+    RedisMonitorPolicy,
+    plugin_settings_names,
+)
 from scrapy_cluster.redis_monitor.monitoring import MonitoringLine
 from scrapy_cluster.redis_monitor.plugins.base import BaseMonitor
 from scrapy_cluster.redis_monitor.plugins.circuit_breaker import breaker_for
@@ -69,8 +74,8 @@ def open_monitor(settings: Mapping[str, Any], logger: logging.Logger, *,
         lock_s = float(settings["REDIS_LOCK_EXPIRATION"])
         queue = JobQueue(redis_client, f"{machine}:{process_id}",
                          claim_idle_ms=int(lock_s * 1000))
-        stats = WindowedStats.from_settings(settings, redis_client, key_prefix="stats:redis-monitor",
-                                            clock=clock)
+        stats = WindowedStats.from_settings(settings, redis_client,
+                                            key_prefix=keys.stats_key("redis-monitor"), clock=clock)
         interval_s = min(5.0, float(settings["HEARTBEAT_TIMEOUT"]) / 3)
         chores = [StatsDump(stats, plugin_settings_names(plugins),
                             interval_s=float(settings["STATS_DUMP"]), clock=time.monotonic,
@@ -80,11 +85,7 @@ def open_monitor(settings: Mapping[str, Any], logger: logging.Logger, *,
             stats=stats, logger=logger,
             heartbeat=Heartbeat(stats, machine=machine, process_id=node,
                                 interval_s=interval_s, clock=time.monotonic, info=NodeInfo()),
-            backoff=Backoff(), batch_size=int(settings["REDIS_MONITOR_BATCH_SIZE"]),
-            retry_failures=bool(settings["RETRY_FAILURES"]),
-            retry_max=int(settings["RETRY_FAILURES_MAX"]), claim_interval_s=lock_s / 2,
-            count_total=bool(settings["STATS_TOTAL"]),
-            count_plugins=bool(settings["STATS_PLUGINS"]), chores=chores)
+            backoff=Backoff(), policy=RedisMonitorPolicy.from_settings(settings), chores=chores)
         if bool(settings["MONITORING_LOG"]):
             monitor.chores.append(MonitoringLine.from_settings(
                 settings, breaker=breaker_for(settings, redis_client, clock), frontier=frontier,

@@ -36,6 +36,7 @@ import redis
 
 from scrapy_cluster import keys
 from scrapy_cluster.frontier.scripts import lua_source
+from scrapy_cluster.text import as_text
 
 GROUP = "redis-monitor"
 TAKE_NEW, TAKE_RESUME, TAKE_GONE = 1, 2, 0
@@ -60,9 +61,9 @@ def parse_entry(entry_id: bytes | str, fields: dict[bytes, bytes]) -> Job:
     """A ``Job`` from one stream entry. A malformed entry keeps its id, what could be read of
     it (so its error can still be answered to the ``appid``/``uuid`` of its payload) and
     ``error`` saying what is wrong."""
-    ident = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-    key = fields.get(b"key", b"").decode("utf-8", "replace")
-    job_type = fields.get(b"type", b"").decode("utf-8", "replace")
+    ident = as_text(entry_id)
+    key = as_text(fields.get(b"key", b""))
+    job_type = as_text(fields.get(b"type", b""))
     raw = fields.get(b"payload")
     if raw is None:
         return Job(ident, key, job_type, None, "job entry has no payload")

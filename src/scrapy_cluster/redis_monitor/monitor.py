@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +34,7 @@ import redis
 
 from scrapy_cluster.errors import BusError, JobError
 from scrapy_cluster.outage import Backoff, is_redis_outage
-from scrapy_cluster.redis_monitor.answers import AnswerSender
+from scrapy_cluster.redis_monitor.answer_sender import AnswerSender
 from scrapy_cluster.redis_monitor.jobs import TAKE_GONE, Job, JobQueue
 from scrapy_cluster.redis_monitor.plugins.base import BaseMonitor
 from scrapy_cluster.stats import WindowedStats
@@ -66,15 +66,39 @@ class _Outcome:
     report: PassReport = field(default_factory=PassReport)
 
 
+@dataclass(frozen=True)
+class RedisMonitorPolicy:
+    """The settings the loop obeys (docs/settings.md, section Redis Monitor).
+
+    ``retry_max``: how many times a failing job is retried (0 when RETRY_FAILURES is off);
+    ``claim_interval_s``: how often a dead monitor's jobs are looked for (half of
+    REDIS_LOCK_EXPIRATION, the idle time after which they may be claimed).
+    """
+
+    batch_size: int = 100
+    retry_max: int = 3
+    claim_interval_s: float = 3.0
+    count_total: bool = True
+    count_plugins: bool = True
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> RedisMonitorPolicy:
+        return cls(batch_size=int(settings["REDIS_MONITOR_BATCH_SIZE"]),
+                   retry_max=(int(settings["RETRY_FAILURES_MAX"])
+                              if bool(settings["RETRY_FAILURES"]) else 0),
+                   claim_interval_s=float(settings["REDIS_LOCK_EXPIRATION"]) / 2,
+                   count_total=bool(settings["STATS_TOTAL"]),
+                   count_plugins=bool(settings["STATS_PLUGINS"]))
+
+
 class RedisMonitor:
     """Serves Redis Monitor jobs with plugins (see the module docstring)."""
 
     def __init__(self, *, queue: JobQueue, plugins: Sequence[BaseMonitor],
                  redis_client: redis.Redis, answers: AnswerSender, stats: WindowedStats,
                  logger: logging.Logger, heartbeat: Heartbeat, backoff: Backoff,
-                 batch_size: int = 100, retry_failures: bool = True, retry_max: int = 3,
-                 claim_interval_s: float = 3.0, count_total: bool = True,
-                 count_plugins: bool = True, clock: Callable[[], float] = time.monotonic,
+                 policy: RedisMonitorPolicy = RedisMonitorPolicy(),
+                 clock: Callable[[], float] = time.monotonic,
                  chores: Sequence[Callable[[], None]] = ()) -> None:
         self.queue = queue
         self.plugins = list(plugins)
@@ -84,11 +108,7 @@ class RedisMonitor:
         self.logger = logger
         self.heartbeat = heartbeat
         self.backoff = backoff
-        self.batch_size = batch_size
-        self.retry_max = retry_max if retry_failures else 0
-        self.claim_interval_s = claim_interval_s
-        self.count_total = count_total
-        self.count_plugins = count_plugins
+        self.policy = policy
         self.clock = clock
         self.chores = list(chores)
         self._retries: list[Job] = []
@@ -135,7 +155,7 @@ class RedisMonitor:
                 self._deliver_and_ack(self._unacked, self._unacked_report)
         ticked = self._run_ticks()
         jobs = self._claim_if_due()
-        jobs += self.queue.read(self.batch_size, self._block_ms(bool(jobs)))
+        jobs += self.queue.read(self.policy.batch_size, self._block_ms(bool(jobs)))
         codes = self.queue.take(jobs)
         gone = [job for job, code in zip(jobs, codes, strict=True) if code == TAKE_GONE]
         work = [job for job, code in zip(jobs, codes, strict=True) if code != TAKE_GONE]
@@ -183,8 +203,8 @@ class RedisMonitor:
     def _claim_if_due(self) -> list[Job]:
         if self.clock() < self._next_claim_s:
             return []
-        self._next_claim_s = self.clock() + self.claim_interval_s
-        claimed = self.queue.claim(self.batch_size)
+        self._next_claim_s = self.clock() + self.policy.claim_interval_s
+        claimed = self.queue.claim(self.policy.batch_size)
         if claimed:
             self.logger.info("claimed %d jobs left by another monitor", len(claimed),
                              extra={"claimed": len(claimed)})
@@ -231,13 +251,13 @@ class RedisMonitor:
             if is_redis_outage(exc):
                 raise
             job.attempts += 1
-            if job.attempts <= self.retry_max:
+            if job.attempts <= self.policy.retry_max:
                 job.retry_at_s = self.clock() + RETRY_BACKOFF_S[
                     min(job.attempts, len(RETRY_BACKOFF_S)) - 1]
                 self._retries.append(job)
                 outcome.report.retried += 1
                 self.logger.warning("job failed, will retry (%d of %d): %s", job.attempts,
-                                    self.retry_max, exc, extra={"key": job.key})
+                                    self.policy.retry_max, exc, extra={"key": job.key})
                 return
             self._drop(job, f"{type(exc).__name__}: {exc}", outcome, exc)
             return
@@ -279,11 +299,11 @@ class RedisMonitor:
 
     def _queue_stats(self, pipe: Any, report: PassReport) -> None:
         answered = report.answered
-        if self.count_total and answered + report.dropped:
+        if self.policy.count_total and answered + report.dropped:
             self.stats.increment(TOTAL, pipe=pipe, amount=answered + report.dropped)
-        if self.count_total and report.dropped:
+        if self.policy.count_total and report.dropped:
             self.stats.increment(FAIL, pipe=pipe, amount=report.dropped)
-        if self.count_plugins:
+        if self.policy.count_plugins:
             for name, count in report.handled.items():
                 self.stats.increment(name, pipe=pipe, amount=count)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -35,36 +36,51 @@ from scrapy_cluster.stats.cluster import ClusterStats
 EVENT = "monitoring_update"
 
 
-class MonitoringLine:
-    """Builds and logs the event; ``log_if_due`` is a monitor chore."""
+@dataclass(frozen=True)
+class MonitoringPolicy:
+    """The settings the event obeys: how often (STATS_DUMP, 0 = never), the status window
+    (CRAWLER_STATUS_WINDOW_S), the default rate limit (QUEUE_HITS / QUEUE_WINDOW, hits per
+    second) and whether to add the backlog and the crawler stats."""
 
-    def __init__(self, *, breaker: CircuitBreaker, frontier: Frontier, cluster: ClusterStats,
-                 redis_client: redis.Redis, logger: logging.Logger, interval_s: float,
-                 window_s: float, default_rate: float, dump_queue: bool, dump_crawl: bool,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.breaker, self.frontier, self.cluster = breaker, frontier, cluster
-        self.redis, self.logger = redis_client, logger
-        self.interval_s, self.window_s, self.default_rate = interval_s, window_s, default_rate
-        self.dump_queue, self.dump_crawl = dump_queue, dump_crawl
-        self.clock = clock
-        self._next_s = clock() + interval_s
+    interval_s: float
+    window_s: float
+    default_rate: float
+    dump_queue: bool
+    dump_crawl: bool
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any], *, breaker: CircuitBreaker,
-                      frontier: Frontier, cluster: ClusterStats, redis_client: redis.Redis,
-                      logger: logging.Logger) -> MonitoringLine:
+    def from_settings(cls, settings: Mapping[str, Any]) -> MonitoringPolicy:
         window = float(settings["QUEUE_WINDOW"])
-        return cls(breaker=breaker, frontier=frontier, cluster=cluster, redis_client=redis_client,
-                   logger=logger, interval_s=float(settings["STATS_DUMP"]),
+        return cls(interval_s=float(settings["STATS_DUMP"]),
                    window_s=float(settings["CRAWLER_STATUS_WINDOW_S"]),
                    default_rate=float(settings["QUEUE_HITS"]) / window if window > 0 else 0.0,
                    dump_queue=bool(settings["STATS_DUMP_QUEUE"]),
                    dump_crawl=bool(settings["STATS_DUMP_CRAWL"]))
 
+
+class MonitoringLine:
+    """Builds and logs the event; ``log_if_due`` is a monitor chore."""
+
+    def __init__(self, *, breaker: CircuitBreaker, frontier: Frontier, cluster: ClusterStats,
+                 redis_client: redis.Redis, logger: logging.Logger, policy: MonitoringPolicy,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.breaker, self.frontier, self.cluster = breaker, frontier, cluster
+        self.redis, self.logger = redis_client, logger
+        self.policy = policy
+        self.clock = clock
+        self._next_s = clock() + policy.interval_s
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], *, breaker: CircuitBreaker,
+                      frontier: Frontier, cluster: ClusterStats, redis_client: redis.Redis,
+                      logger: logging.Logger) -> MonitoringLine:
+        return cls(breaker=breaker, frontier=frontier, cluster=cluster, redis_client=redis_client,
+                   logger=logger, policy=MonitoringPolicy.from_settings(settings))
+
     def log_if_due(self) -> None:
-        if self.interval_s <= 0 or self.clock() < self._next_s:
+        if self.policy.interval_s <= 0 or self.clock() < self._next_s:
             return
-        self._next_s = self.clock() + self.interval_s
+        self._next_s = self.clock() + self.policy.interval_s
         try:
             event = self.build()
         except Exception as exc:
@@ -84,7 +100,7 @@ class MonitoringLine:
         for domain, seen in snapshot["domains"].items():
             throttle = overrides.get(domain)
             rate = (throttle.limit / throttle.window_s if throttle and throttle.window_s
-                    else self.default_rate)
+                    else self.policy.default_rate)
             specific[domain] = {"successful": seen["successful"], "error": seen["error"],
                                 "last_50_statuses": seen["last_statuses"],
                                 "rate_limit": round(rate, 4), "state": seen["state"]}
@@ -92,18 +108,18 @@ class MonitoringLine:
             errors += seen["error"]
         event: dict[str, Any] = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "general": {"success_rps": round(successes / self.window_s, 4),
-                        "error_rps": round(errors / self.window_s, 4),
+            "general": {"success_rps": round(successes / self.policy.window_s, 4),
+                        "error_rps": round(errors / self.policy.window_s, 4),
                         "circuit_breaker_tripped": sorted({*snapshot["paused"],
                                                            *snapshot["halted"]}),
                         "paused": snapshot["paused"], "halted": snapshot["halted"]},
             "specific": specific}
-        if self.dump_queue:
+        if self.policy.dump_queue:
             backlog = self.frontier.backlog(most_domains=100)
             event["backlog"] = {"total": sum(b.total for b in backlog.values()),
                                 **{spider: {"total": b.total, "domains": b.domains}
                                    for spider, b in backlog.items()}}
-        if self.dump_crawl:
+        if self.policy.dump_crawl:
             event["crawler"] = self.cluster.spiders()
         return event
 

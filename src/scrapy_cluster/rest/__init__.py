@@ -1,6 +1,7 @@
 """The Rest service: the cluster's API over HTTP, its live dashboard and Prometheus metrics.
 
-``app.create_app`` builds the ASGI application (FastAPI, served by uvicorn) around a
+``endpoints.create_app`` builds the ASGI application (FastAPI) around a
 ``service.RestService``, which owns the bus producer, the shared reader of the outbound topic
-(``answers.AnswerRouter``) and the health checks. See ``docs/rest.md``.
+(``answer_router.AnswerRouter``) and the health checks; ``server.open_rest`` serves it with
+uvicorn behind ``gate.Gate``. ``wire`` is the wire format. See ``docs/rest.md``.
 """

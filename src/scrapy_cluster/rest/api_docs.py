@@ -9,7 +9,7 @@ of the libraries in the bundle (``swagger-ui-bundle.js.LICENSE.txt``). ``docs-in
 The page is FastAPI's Swagger UI page (same parameters, ``swagger_ui_default_parameters``)
 without its inline script: ``docs-init.js`` reads the configuration from the page's
 ``data-config`` attribute, so the page carries the dashboard's strict Content-Security-Policy
-(``responses.PAGE_HEADERS``, ``script-src 'self'``). ReDoc is not served.
+(``wire.PAGE_HEADERS``, ``script-src 'self'``). ReDoc is not served.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from fastapi import APIRouter, Request
 from fastapi.openapi.docs import swagger_ui_default_parameters
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
-from scrapy_cluster.rest.responses import MSG_NO_ENDPOINT, PAGE_HEADERS, wrapped
+from scrapy_cluster.rest.wire import MSG_NO_ENDPOINT, PAGE_HEADERS, wrapped
 
 STATIC_DIR = Path(__file__).parent / "docs_static"
 SWAGGER_UI_VERSION = "5.35.0"

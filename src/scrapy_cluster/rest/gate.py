@@ -15,15 +15,15 @@ from typing import Any
 from fastapi.responses import Response
 from starlette.requests import cookie_parser
 
-from scrapy_cluster.rest.responses import MSG_KEY, MSG_LOCKED_OUT, MSG_TOO_LARGE, wrapped
 from scrapy_cluster.rest.security import PUBLIC_PATHS
 from scrapy_cluster.rest.service import RestService
+from scrapy_cluster.rest.wire import MSG_KEY, MSG_LOCKED_OUT, MSG_TOO_LARGE, wrapped
 
 SECURITY_HEADERS = ((b"x-content-type-options", b"nosniff"),
                     (b"content-security-policy", b"frame-ancestors 'none'"))
 """Added to every answer that does not set them: no MIME sniffing, never inside a frame. The
 dashboard's pages and ``/docs`` set a full Content-Security-Policy of their own
-(``responses.PAGE_HEADERS``, which also forbids frames)."""
+(``wire.PAGE_HEADERS``, which also forbids frames)."""
 QUIET_PREFIXES = ("/ui/api/", "/ui/events", "/ui/static/", "/docs/static/")
 """The pages' own refreshes and assets would drown the API's log lines: DEBUG for those."""
 

@@ -29,7 +29,7 @@ import orjson
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from scrapy_cluster.rest.responses import MSG_HEAD_TOO_LARGE
+from scrapy_cluster.rest.wire import MSG_HEAD_TOO_LARGE
 
 _END_OF_HEAD = re.compile(rb"\n\r?\n")  # what both parsers accept as the empty line
 LINGER_S = 1.0

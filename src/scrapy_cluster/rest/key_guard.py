@@ -47,7 +47,7 @@ class GuardPolicy:
         if failures < self.failures_allowed:
             return 0.0
         doublings = min(failures - self.failures_allowed, 32)
-        return min(self.lockout_max_s, self.lockout_base_s * 2 ** doublings)
+        return min(self.lockout_max_s, self.lockout_base_s * float(2 ** doublings))
 
 
 @dataclass

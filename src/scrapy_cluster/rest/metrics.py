@@ -2,7 +2,8 @@
 
 Two sources, one private ``CollectorRegistry`` (docs/metrics.md lists every metric):
 
-- **Cluster-wide values read from Redis at scrape time** by ``ClusterCollector``: live nodes
+- **Cluster-wide values read from Redis at scrape time** (``MetricsReader``, through
+  ``stats.reader.ClusterReader``) by ``ClusterCollector``: live nodes
   per component, the frontier's backlog (per spider, and per domain for the
   METRICS_TOP_DOMAINS largest of each spider), leased requests, paused and halted domains,
   the lifetime counters of the crawlers (responses by status, errors by exception), of the
@@ -13,7 +14,8 @@ Two sources, one private ``CollectorRegistry`` (docs/metrics.md lists every metr
   answer, as ordinary prometheus-client counters and a histogram.
 
 Redis round trips of one scrape, whatever the size of the cluster (nothing is scanned and
-nothing is written; dead heartbeats are only left uncounted):
+nothing is written; dead heartbeats are only left uncounted; ``tests/
+test_cluster_read_budgets.py`` counts them):
 
 1. one pipeline: ZCOUNT of each heartbeat index, HVALS of the pauses and of the circuit
    breaker's states, ZCARD of the leases, HGETALL of the histogram and of the refused and
@@ -59,15 +61,15 @@ from scrapy_cluster.errors import FrontierError
 from scrapy_cluster.frontier.model import Backlog
 from scrapy_cluster.frontier.pause import HALT_UNTIL_MS
 from scrapy_cluster.outage import is_redis_outage
-from scrapy_cluster.stats.cluster import FAIL, TOTAL, BacklogSource
+from scrapy_cluster.stats.cluster import FAIL, TOTAL
 from scrapy_cluster.stats.histogram import (
     ENQUEUE_TO_FETCH,
     SECONDS_BUCKETS,
     HistogramSnapshot,
     parse_snapshot,
 )
+from scrapy_cluster.stats.reader import BacklogSource, ClusterReader, CrawlerSource
 from scrapy_cluster.stats.reasons import REFUSED_REASONS
-from scrapy_cluster.stats.windowed import LIFETIME
 
 COMPONENTS = ("crawler", "kafka-monitor", "redis-monitor", "rest")
 MONITORS = ("kafka-monitor", "redis-monitor")
@@ -77,10 +79,6 @@ FEED_OUTCOMES = frozenset({"accepted", "invalid", "unavailable", "answered", "po
 ANSWER_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 OTHER = "other"
 REFUSED, FILTERED = "refused", "filtered"
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 @dataclass(frozen=True)
@@ -100,13 +98,12 @@ class ClusterReading:
     """``{(spider, reason): URLs}`` refused or filtered (``keys.funnel_filtered_totals``)."""
 
 
-class ClusterReader:
+class MetricsReader:
     """Reads a ``ClusterReading`` in at most four round trips (module docstring)."""
 
     def __init__(self, client: redis.Redis, frontier: BacklogSource, *, heartbeat_timeout_s: float,
                  clock: Callable[[], float] = time.time) -> None:
-        self.redis = client
-        self.frontier = frontier
+        self.reader = ClusterReader(client, frontier)
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.clock = clock
         self.counter_prefixes = [*(keys.stats_key(monitor) for monitor in MONITORS),
@@ -114,55 +111,31 @@ class ClusterReader:
 
     def read(self) -> ClusterReading:
         now_s = self.clock()
-        pipe = self.redis.pipeline(transaction=False)
-        for component in COMPONENTS:
-            pipe.zcount(keys.heartbeat_index(component), f"({now_s - self.heartbeat_timeout_s}",
-                        "+inf")
-        pipe.hvals(keys.domain_paused())
-        pipe.hvals(keys.circuit_breaker_state())
-        pipe.zcard(keys.frontier_leases())
-        pipe.hgetall(keys.histogram(ENQUEUE_TO_FETCH))
-        pipe.hgetall(keys.funnel_filtered_totals())
-        pipe.smembers(keys.crawler_stats_sources())
-        for prefix in self.counter_prefixes:
-            pipe.smembers(keys.stats_names_index(prefix))
-        replies = pipe.execute()
-        live = dict(zip(COMPONENTS, map(int, replies[:len(COMPONENTS)]), strict=True))
-        paused, states, leased, histogram, filtered, sources, *names = replies[len(COMPONENTS):]
-        backlog = self.frontier.backlog()
-        counters = self._lifetime_counters(sorted(map(_text, sources)), names)
+        batch = self.reader.batch()
+        live = {component: batch.live_count(component, now_s - self.heartbeat_timeout_s)
+                for component in COMPONENTS}
+        paused = batch.hash_values(keys.domain_paused())
+        states = batch.hash_values(keys.circuit_breaker_state())
+        leased = batch.cardinality(keys.frontier_leases())
+        histogram = batch.raw_hash(keys.histogram(ENQUEUE_TO_FETCH))
+        filtered = batch.filtered_totals()
+        sources = batch.crawler_sources()
+        names = {prefix: batch.names(prefix) for prefix in self.counter_prefixes}
+        batch.run()
+        backlog = self.reader.backlog()
+        counters = self.reader.lifetime_totals(
+            sources.value, {prefix: reply.value for prefix, reply in names.items()})
         return ClusterReading(
-            live_nodes=live, paused_until_ms=[int(until) for until in paused],
-            breaker_states=[_breaker_state(raw) for raw in states], leased=int(leased),
+            live_nodes={component: reply.value for component, reply in live.items()},
+            paused_until_ms=[int(until) for until in paused.value],
+            breaker_states=[_breaker_state(raw) for raw in states.value], leased=leased.value,
             backlog=backlog,
-            enqueue_to_fetch=parse_snapshot(histogram, SECONDS_BUCKETS),
-            responses=_per_spider(counters), errors=counters.get(keys.crawler_error_stats(), {}),
+            enqueue_to_fetch=parse_snapshot(histogram.value, SECONDS_BUCKETS),
+            responses=_per_spider(counters, sources.value),
+            errors=counters.get(keys.crawler_error_stats(), {}),
             monitors={monitor: counters.get(keys.stats_key(monitor), {}) for monitor in MONITORS},
             filtered={keys.parse_funnel_filtered_field(name): int(count)
-                      for name, count in filtered.items()})
-
-    def _lifetime_counters(self, sources: Sequence[str],
-                           names: Sequence[set[bytes]]) -> dict[str, dict[str, int]]:
-        """``{stats prefix: {name: lifetime count}}`` for the monitors, the crawler errors and
-        every crawler source (``<host>:<spider>`` becomes ``stats:crawler:<host>:<spider>``)."""
-        crawler_prefixes = [keys.stats_key("crawler", *source.split(":", 1))
-                            for source in sources if ":" in source]
-        if crawler_prefixes:
-            pipe = self.redis.pipeline(transaction=False)
-            for prefix in crawler_prefixes:
-                pipe.smembers(keys.stats_names_index(prefix))
-            names = [*names, *pipe.execute()]
-        wanted = [(prefix, name) for prefix, found in
-                  zip([*self.counter_prefixes, *crawler_prefixes], names, strict=True)
-                  for name in sorted(map(_text, found))]
-        if not wanted:
-            return {}
-        values = self.redis.mget([keys.stats_name(prefix, name, LIFETIME)
-                                  for prefix, name in wanted])
-        counters: dict[str, dict[str, int]] = {}
-        for (prefix, name), value in zip(wanted, values, strict=True):
-            counters.setdefault(prefix, {})[name] = int(value or 0)
-        return counters
+                      for name, count in filtered.value.items()})
 
 
 def _breaker_state(raw: bytes | str) -> str:
@@ -172,16 +145,13 @@ def _breaker_state(raw: bytes | str) -> str:
         return OTHER
 
 
-def _per_spider(counters: Mapping[str, Mapping[str, int]]) -> dict[tuple[str, str], int]:
+def _per_spider(counters: Mapping[str, Mapping[str, int]],
+                sources: Sequence[CrawlerSource]) -> dict[tuple[str, str], int]:
     """Crawler response counters summed over hosts: ``{(spider, status): count}``."""
-    head = keys.stats_key("crawler") + ":"
     summed: Tally[tuple[str, str]] = Tally()
-    for prefix, statuses in counters.items():
-        source = prefix.removeprefix(head)
-        if prefix.startswith(head) and ":" in source:
-            spider = source.split(":", 1)[1]
-            for status, count in statuses.items():
-                summed[(spider, status)] += count
+    for source in sources:
+        for status, count in counters.get(source.prefix, {}).items():
+            summed[(source.spider, status)] += count
     return dict(sorted(summed.items()))
 
 
@@ -273,7 +243,7 @@ def _histogram_family(snapshot: HistogramSnapshot) -> Metric:
 class ClusterCollector(Collector):
     """Reads the cluster at every scrape; never raises (module docstring)."""
 
-    def __init__(self, reader: ClusterReader, *, top_domains: int, logger: logging.Logger,
+    def __init__(self, reader: MetricsReader, *, top_domains: int, logger: logging.Logger,
                  bus_lag: Callable[[], dict[str, int | None]] | None = None) -> None:
         self.reader = reader
         self.top_domains = top_domains
@@ -345,7 +315,7 @@ class RestMetrics:
         self._answers = Histogram("scrapy_cluster_rest_answer_seconds", "Seconds from feeding "
                                   "a request with a uuid to its answer arriving.",
                                   buckets=ANSWER_BUCKETS, registry=self.registry)
-        reader = ClusterReader(redis_client, frontier, clock=clock,
+        reader = MetricsReader(redis_client, frontier, clock=clock,
                                heartbeat_timeout_s=float(settings["HEARTBEAT_TIMEOUT"]))
         logger = logger or logging.getLogger(str(settings.get("LOGGER_NAME") or __name__))
         self.registry.register(ClusterCollector(

@@ -16,13 +16,14 @@ from typing import Any, Protocol
 
 import redis
 
+from scrapy_cluster import keys
 from scrapy_cluster.bus import create_bus, topics
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.redis_conn import RedisConfig
-from scrapy_cluster.rest.answers import AnswerListener, AnswerRouter
+from scrapy_cluster.rest.answer_router import AnswerListener, AnswerRouter
+from scrapy_cluster.rest.feed_sender import FeedSender
 from scrapy_cluster.rest.health import Health, HealthMonitor
 from scrapy_cluster.rest.security import Access
-from scrapy_cluster.rest.sender import FeedSender
 from scrapy_cluster.stats import WindowedStats
 from scrapy_cluster.stats.cluster import ClusterStats
 from scrapy_cluster.stats.coverage import SpiderCoverage
@@ -83,7 +84,7 @@ class RestService:
             open_reader=lambda: self.bus.reader([self.outbound_topic], from_beginning=False),
             router=self.router, redis_client=self.redis,
             poll_ttl_s=int(settings["REST_POLL_TTL"]), logger=logger)
-        stats = WindowedStats.from_settings(settings, self.redis, key_prefix="stats:rest")
+        stats = WindowedStats.from_settings(settings, self.redis, key_prefix=keys.stats_key("rest"))
         self._heartbeat = Heartbeat(stats, machine=self.machine,
                                     process_id=node_id(settings) or self.process_id,
                                     interval_s=min(5.0, float(settings["HEARTBEAT_TIMEOUT"]) / 3),

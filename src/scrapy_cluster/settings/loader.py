@@ -19,6 +19,7 @@ import orjson
 
 from scrapy_cluster.errors import SettingsError
 from scrapy_cluster.settings.defaults import COMPONENT_DEFAULTS, DEFAULTS
+from scrapy_cluster.settings.running_cluster import RUNNING_CLUSTER_SOURCE, read_running_cluster
 
 logger = logging.getLogger(__name__)
 
@@ -117,14 +118,12 @@ def load_settings(
 
 def _apply_running_cluster(values: dict[str, Any], sources: dict[str, str],
                            env: Mapping[str, str]) -> None:
-    """Layer the settings of a live ``scrapy-cluster up`` in SC_DATA_DIR (see embedded.discovery)."""
-    from scrapy_cluster.embedded.discovery import read_running_cluster
-
+    """Layer the settings of a live ``scrapy-cluster up`` in SC_DATA_DIR (``running_cluster.py``)."""
     data_dir = Path(env.get("SC_DATA_DIR") or DEFAULTS["SC_DATA_DIR"])
     for name, raw in read_running_cluster(data_dir).items():
         if name in values:
             values[name] = parse_env_value(name, raw, values[name])
-            sources[name] = f"running cluster ({data_dir})"
+            sources[name] = f"{RUNNING_CLUSTER_SOURCE} ({data_dir})"
 
 
 def parse_env_value(name: str, raw: str, current: Any) -> Any:

@@ -2,16 +2,22 @@
 
 Every source is indexed: a component's counter names in ``stats:<component>:_names``, its live
 nodes in ``stats:<component>:self`` (a ZSET scored by the last heartbeat), the crawlers' stats
-prefixes in ``stats:crawler:_sources``, the queues in the frontier's domain indexes. A node whose
-heartbeat is older than HEARTBEAT_TIMEOUT is dead: it leaves the answer and its heartbeat key and
-index entry are removed.
+prefixes in ``stats:crawler:_sources``, the queues in the frontier's domain indexes; all read
+through ``stats.reader.ClusterReader``. A node whose heartbeat is older than HEARTBEAT_TIMEOUT
+is dead: it leaves the answer and its heartbeat key and index entry are removed.
 
 Window dictionaries follow the original: ``{"900": n, "3600": n, ..., "lifetime": n}`` with the
 windows that counted nothing left out (``lifetime`` is always there).
 
-Round trips: ``component`` 3 (nodes, names, counters), ``spiders`` / ``machines`` /
-``crawler`` 3 plus one per stats request for the queue backlog, plus one when dead nodes are
-removed.
+Round trips of one answer (``tests/test_cluster_read_budgets.py`` counts them):
+
+- ``kafka-monitor`` / ``redis-monitor``: 3 (nodes, names, counters; 2 while nothing was ever
+  counted); ``rest``: 1 (nodes);
+- ``machine``: 3 (crawler sources, their names, their counters; 1 without sources);
+  ``spider``: those 3 and the crawler nodes, 4; ``queue``: 1 (the backlog script);
+- ``crawler``: 5 (sources, names, counters, nodes, backlog); ``all``: the four components and
+  the crawler, 11;
+- plus one per component whose dead nodes are removed.
 """
 
 from __future__ import annotations
@@ -19,28 +25,21 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import redis
 
 from scrapy_cluster import keys
-from scrapy_cluster.frontier.model import Backlog
+from scrapy_cluster.stats.reader import BacklogSource, ClusterReader, CrawlerSource
 from scrapy_cluster.stats.windowed import LIFETIME, WindowedStats
 
 TOTAL, FAIL = "total", "fail"
-
-
-class BacklogSource(Protocol):
-    def backlog(self, most_domains: int = ...) -> dict[str, Backlog]: ...
-
+CrawlerCounts = dict[CrawlerSource, dict[str, dict[str, int]]]
+"""``{source: {status: windows}}`` of every crawler stats source."""
 
 def trimmed(windows: Mapping[str, int]) -> dict[str, int]:
     """The windows that counted something, plus ``lifetime``."""
     return {name: count for name, count in windows.items() if count or name == LIFETIME}
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class ClusterStats:
@@ -50,8 +49,8 @@ class ClusterStats:
                  frontier: BacklogSource | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.redis = client
+        self.reader = ClusterReader(client, frontier)
         self.settings = settings
-        self.frontier = frontier
         self.clock = clock
         self.heartbeat_timeout_s = float(settings["HEARTBEAT_TIMEOUT"])
 
@@ -62,27 +61,22 @@ class ClusterStats:
     # --- nodes ------------------------------------------------------------------------
     def live_members(self, component: str) -> list[str]:
         """Members (``<machine>:<parts>``) with a heartbeat younger than HEARTBEAT_TIMEOUT;
-        older ones are removed with their heartbeat keys."""
-        index = keys.heartbeat_index(component)
+        older ones are removed with their heartbeat keys. One round trip, two with dead ones."""
         cutoff = self.clock() - self.heartbeat_timeout_s
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.zrangebyscore(index, f"({cutoff}", "+inf")
-        pipe.zrangebyscore(index, "-inf", cutoff)
-        live, dead = pipe.execute()
-        if dead:
-            names = [_text(member) for member in dead]
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.delete(*(keys.heartbeat(component, *name.split(":")) for name in names))
-            pipe.zrem(index, *names)
-            pipe.execute()
-        return sorted(_text(member) for member in live)
+        batch = self.reader.batch()
+        live = batch.members(component, after_s=cutoff)
+        dead = batch.members(component, until_s=cutoff)
+        batch.run()
+        if dead.value:
+            self.reader.remove_nodes(component, dead.value)
+        return live.value
 
     def nodes(self, component: str) -> dict[str, list[str]]:
         """``{machine: [node id, ...]}`` of the live nodes of a component."""
         found: dict[str, list[str]] = defaultdict(list)
         for member in self.live_members(component):
-            machine, _, rest = member.partition(":")
-            found[machine].append(rest)
+            machine, parts = keys.parse_heartbeat_member(member)
+            found[machine].append(parts)
         return dict(found)
 
     # --- a monitor or the rest service ---------------------------------------------------
@@ -92,8 +86,8 @@ class ClusterStats:
         if component == "rest":
             return answer
         stats = self._windowed(keys.stats_key(component))
-        names = stats.names()
-        counts = stats.read_many(names) if names else {}
+        (names,) = self.reader.names_of([stats.key_prefix])
+        counts = self._read_windows([(stats, names)])[0] if names else {}
         plugins = {name: trimmed(windows) for name, windows in counts.items()
                    if name not in (TOTAL, FAIL)}
         for name in (TOTAL, FAIL):
@@ -102,37 +96,38 @@ class ClusterStats:
         answer["plugins"] = plugins
         return answer
 
-    # --- crawlers --------------------------------------------------------------------------
-    def _crawler_counts(self) -> dict[tuple[str, str], dict[str, dict[str, int]]]:
-        """``{(hostname, spiderid): {status: windows}}`` for every crawler stats source."""
-        sources = sorted(_text(member) for member in
-                         self.redis.smembers(keys.crawler_stats_sources()))
-        parsed = [source.split(":", 1) for source in sources if ":" in source]
-        windowed = [self._windowed(keys.stats_key("crawler", host, spider))
-                    for host, spider in parsed]
-        pipe = self.redis.pipeline(transaction=False)
-        for stats in windowed:
-            pipe.smembers(keys.stats_names_index(stats.key_prefix))
-        names = [sorted(_text(name) for name in reply) for reply in pipe.execute()]
-        pipe = self.redis.pipeline(transaction=False)
-        for stats, source_names in zip(windowed, names, strict=True):
-            stats.queue_read(pipe, source_names)
-        replies = iter(pipe.execute())
-        return {(host, spider): stats.parse_read(replies, source_names)
-                for (host, spider), stats, source_names in zip(parsed, windowed, names, strict=True)}
+    def _read_windows(self, reads: list[tuple[WindowedStats, list[str]]],
+                      ) -> list[dict[str, dict[str, int]]]:
+        """The windows of each ``(stats, names)``: one round trip (none when nothing to read)."""
+        batch = self.reader.batch()
+        replies = [batch.windows(stats, names) for stats, names in reads]
+        batch.run()
+        return [reply.value for reply in replies]
 
-    def spiders(self, counts: dict[tuple[str, str], dict[str, dict[str, int]]] | None = None,
-                ) -> dict[str, Any]:
+    # --- crawlers --------------------------------------------------------------------------
+    def _crawler_counts(self) -> CrawlerCounts:
+        """``{source: {status: windows}}`` for every crawler stats source: three round trips
+        (sources, their names, their windows), one without sources."""
+        batch = self.reader.batch()
+        found = batch.crawler_sources()
+        batch.run()
+        sources = found.value
+        windowed = [self._windowed(source.prefix) for source in sources]
+        names = self.reader.names_of([stats.key_prefix for stats in windowed])
+        counts = self._read_windows(list(zip(windowed, names, strict=True)))
+        return dict(zip(sources, counts, strict=True))
+
+    def spiders(self, counts: CrawlerCounts | None = None) -> dict[str, Any]:
         """``{unique_spider_count, total_spider_count, <spiderid>: {count, <status>: windows}}``."""
         counts = self._crawler_counts() if counts is None else counts
         live: dict[str, int] = defaultdict(int)
         for member in self.live_members("crawler"):
-            parts = member.split(":")
-            if len(parts) >= 3:
-                live[parts[1]] += 1
+            spider = keys.crawler_member_spider(member)
+            if spider is not None:
+                live[spider] += 1
         per_spider: dict[str, dict[str, Any]] = {}
-        for (_, spider), statuses in counts.items():
-            merged = per_spider.setdefault(spider, {})
+        for source, statuses in counts.items():
+            merged = per_spider.setdefault(source.spider, {})
             _add_windows(merged, statuses)
         answer: dict[str, Any] = {
             "unique_spider_count": sum(1 for count in live.values() if count),
@@ -145,13 +140,12 @@ class ClusterStats:
                                  sorted(statuses.items())}}
         return answer
 
-    def machines(self, counts: dict[tuple[str, str], dict[str, dict[str, int]]] | None = None,
-                 ) -> dict[str, Any]:
+    def machines(self, counts: CrawlerCounts | None = None) -> dict[str, Any]:
         """``{count, <hostname>: {<status>: windows}}`` summed over the spiders of each host."""
         counts = self._crawler_counts() if counts is None else counts
         per_host: dict[str, dict[str, Any]] = {}
-        for (host, _), statuses in counts.items():
-            _add_windows(per_host.setdefault(host, {}), statuses)
+        for source, statuses in counts.items():
+            _add_windows(per_host.setdefault(source.host, {}), statuses)
         answer: dict[str, Any] = {"count": len(per_host)}
         for host in sorted(per_host):
             answer[host] = {status: trimmed(windows)
@@ -161,7 +155,7 @@ class ClusterStats:
     def queues(self) -> dict[str, Any]:
         """``{queue_<spiderid>: {domains: [{domain, backlog}], spider_backlog, num_domains},
         total_backlog}``; domains largest backlog first."""
-        backlog = self.frontier.backlog() if self.frontier is not None else {}
+        backlog = self.reader.backlog()
         answer: dict[str, Any] = {}
         for spider, queued in backlog.items():
             domains = sorted(queued.domains.items(), key=lambda item: (-item[1], item[0]))

@@ -1,7 +1,7 @@
 """Which spiders live crawlers run, read from the crawler heartbeats, for ``feed`` and ``info``.
 
-``live_spiders`` is ONE round trip: a ZRANGEBYSCORE of ``stats:crawler:self`` (the members
-younger than HEARTBEAT_TIMEOUT). ``SpiderCoverage`` keeps the answer ``max_age_s`` seconds,
+``live_spiders`` is ONE round trip (through ``stats.reader``): a ZRANGEBYSCORE of
+``stats:crawler:self`` (the members younger than HEARTBEAT_TIMEOUT). ``SpiderCoverage`` keeps the answer ``max_age_s`` seconds,
 so a Rest process asks once per interval however many requests ``/feed`` serves: 0 round
 trips per request while the answer is fresh, 1 per ``max_age_s`` otherwise (refreshes are
 serialised, so concurrent requests never read twice).
@@ -16,8 +16,8 @@ from typing import Any
 
 import redis
 
-from scrapy_cluster import keys
 from scrapy_cluster.redis_conn import RedisConfig
+from scrapy_cluster.stats.reader import ClusterReader
 from scrapy_cluster.stats.reasons import NO_CRAWLER, live_crawler_spiders
 
 COVERAGE_MAX_AGE_S = 5.0
@@ -27,10 +27,11 @@ COVERAGE_MAX_AGE_S = 5.0
 def live_spiders(client: redis.Redis, *, heartbeat_timeout_s: float, now_s: float) -> set[str]:
     """The spiders of the crawlers with a heartbeat younger than ``heartbeat_timeout_s``.
     ONE round trip."""
-    rows: Any = client.zrangebyscore(keys.heartbeat_index("crawler"),
-                                     f"({now_s - heartbeat_timeout_s}", "+inf", withscores=True)
-    return live_crawler_spiders(((_text(member), float(score)) for member, score in rows),
-                                now_s=now_s, heartbeat_timeout_s=heartbeat_timeout_s)
+    batch = ClusterReader(client).batch()
+    heartbeats = batch.live_heartbeats("crawler", now_s - heartbeat_timeout_s)
+    batch.run()
+    return live_crawler_spiders(heartbeats.value, now_s=now_s,
+                                heartbeat_timeout_s=heartbeat_timeout_s)
 
 
 def crawl_spider(request: Mapping[str, Any]) -> str | None:
@@ -107,7 +108,3 @@ class SpiderCoverage:
             return []
         warning = missing_spider_warning(request, self._spiders)
         return [] if warning is None else [warning]
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value

@@ -1,7 +1,8 @@
 """The cluster's progress in three numbers: pages fetched, errors, requests queued.
 
-Read from the crawlers' lifetime counters and the frontier, for a terminal line printed every
-few seconds (``scrapy-cluster up``). Only indexes are read, never the keyspace:
+Read from the crawlers' lifetime counters and the frontier through ``stats.reader``, for a
+terminal line printed every few seconds (``scrapy-cluster up``). Only indexes are read, never
+the keyspace:
 
 1. one pipeline: ``stats:crawler:_sources`` (the ``<hostname>:<spiderid>`` that counted
    responses), ``stats:crawler-errors:_names`` (the exception classes of failed downloads),
@@ -14,9 +15,9 @@ few seconds (``scrapy-cluster up``). Only indexes are read, never the keyspace:
    counters (skipped when there are none);
 4. the frontier's backlog script (``Frontier.backlog(0)``: lengths only, no domain listed).
 
-Four round trips per reading; commands grow with crawler hosts x statuses, not with pages.
-The backlog per spider and the live crawler heartbeats name the spiders with queued work
-that no crawler runs (``unserved``).
+Four round trips per reading (``tests/test_cluster_read_budgets.py`` counts them); commands
+grow with crawler hosts x statuses, not with pages. The backlog per spider and the live
+crawler heartbeats name the spiders with queued work that no crawler runs (``unserved``).
 
 ``pages`` counts responses with a status in STATUS_RESPONSE_CODES (the codes crawlers count
 cluster-wide, default 200, 403, 404, 504); ``errors`` counts those among them in
@@ -32,23 +33,16 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import redis
 
 from scrapy_cluster import keys
-from scrapy_cluster.frontier.model import Backlog
+from scrapy_cluster.stats.reader import BacklogSource, ClusterReader, CrawlerSource
 from scrapy_cluster.stats.reasons import DroppedUrls, live_crawler_spiders, unserved_backlog
-from scrapy_cluster.stats.windowed import LIFETIME
 from scrapy_cluster.statuses import ErrorStatuses
 
 NO_RESPONSE = 0
-
-
-class BacklogSource(Protocol):
-    """What the reader needs of ``Frontier``."""
-
-    def backlog(self, most_domains: int = ...) -> dict[str, Backlog]: ...
 
 
 @dataclass(frozen=True)
@@ -65,10 +59,6 @@ class ProgressReading:
     """``{spiderid: requests queued}`` for spiders with work and no live crawler."""
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
 class ProgressReader:
     """Reads a ``ProgressReading`` in four round trips (module docstring)."""
 
@@ -76,8 +66,7 @@ class ProgressReader:
                  error_statuses: ErrorStatuses, heartbeat_timeout_s: float = 120.0,
                  clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], float] = time.time) -> None:
-        self.redis = client
-        self.frontier = frontier
+        self.reader = ClusterReader(client, frontier)
         self.error_statuses = error_statuses
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.clock = clock
@@ -93,50 +82,32 @@ class ProgressReader:
 
     def read(self) -> ProgressReading:
         now_s = self.wall_clock()
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.smembers(keys.crawler_stats_sources())
-        pipe.smembers(keys.stats_names_index(keys.crawler_error_stats()))
-        pipe.hgetall(keys.funnel_filtered_totals())
-        pipe.zrangebyscore(keys.heartbeat_index("crawler"),
-                           f"({now_s - self.heartbeat_timeout_s}", "+inf", withscores=True)
-        sources, error_names, dropped, heartbeats = pipe.execute()
-        live = live_crawler_spiders(((_text(member), float(score)) for member, score in heartbeats),
-                                    now_s=now_s, heartbeat_timeout_s=self.heartbeat_timeout_s)
-        pages, errors = self._pages_and_errors(sorted(map(_text, sources)),
-                                               sorted(map(_text, error_names)))
-        per_spider = {spider: queued.total for spider, queued in self.frontier.backlog(0).items()}
+        batch = self.reader.batch()
+        sources = batch.crawler_sources()
+        error_names = batch.names(keys.crawler_error_stats())
+        dropped = batch.filtered_totals()
+        heartbeats = batch.live_heartbeats("crawler", now_s - self.heartbeat_timeout_s)
+        batch.run()
+        live = live_crawler_spiders(heartbeats.value, now_s=now_s,
+                                    heartbeat_timeout_s=self.heartbeat_timeout_s)
+        pages, errors = self._pages_and_errors(sources.value, error_names.value)
+        per_spider = {spider: queued.total for spider, queued in self.reader.backlog(0).items()}
         return ProgressReading(at_s=self.clock(), pages=pages, errors=errors,
                                backlog=sum(per_spider.values()),
-                               dropped=DroppedUrls.from_totals(dropped),
+                               dropped=DroppedUrls.from_totals(dropped.value),
                                unserved=unserved_backlog(per_spider, live))
 
-    def _pages_and_errors(self, sources: Sequence[str],
+    def _pages_and_errors(self, sources: Sequence[CrawlerSource],
                           failures: Sequence[str]) -> tuple[int, int]:
         """Round trips 2 and 3 (module docstring)."""
-        prefixes = [keys.stats_key("crawler", *source.split(":", 1))
-                    for source in sources if ":" in source]
-        statuses = self._status_names(prefixes)
-        counters = [(prefix, status) for prefix, names in zip(prefixes, statuses, strict=True)
-                    for status in names]
-        wanted = [keys.stats_name(prefix, status, LIFETIME) for prefix, status in counters]
-        wanted += [keys.stats_name(keys.crawler_error_stats(), name, LIFETIME)
-                   for name in failures]
-        values = [int(value or 0) for value in self.redis.mget(wanted)] if wanted else []
-        by_status = [(int(status), count) for (_, status), count
-                     in zip(counters, values, strict=False) if status != str(NO_RESPONSE)]
+        errors_prefix = keys.crawler_error_stats()
+        totals = self.reader.lifetime_totals(sources, {errors_prefix: failures})
+        by_status = [(int(status), count) for source in sources
+                     for status, count in totals.get(source.prefix, {}).items()
+                     if status.isdigit() and status != str(NO_RESPONSE)]
         pages = sum(count for _, count in by_status)
         errors = sum(count for status, count in by_status if status in self.error_statuses)
-        return pages, errors + sum(values[len(counters):])
-
-    def _status_names(self, prefixes: Sequence[str]) -> list[list[str]]:
-        """The numeric status names each crawler stats prefix has counted. One round trip."""
-        if not prefixes:
-            return []
-        pipe = self.redis.pipeline(transaction=False)
-        for prefix in prefixes:
-            pipe.smembers(keys.stats_names_index(prefix))
-        return [sorted(name for name in map(_text, reply) if name.isdigit())
-                for reply in pipe.execute()]
+        return pages, errors + sum(totals.get(errors_prefix, {}).values())
 
 
 class ProgressRate:

@@ -25,9 +25,9 @@ import redis
 from scrapy_cluster import keys
 from scrapy_cluster.stats.rolling import DEFAULT_BUCKETS, RollingTimeWindow
 from scrapy_cluster.stats.windows import Clock, system_clock, window_seconds
+from scrapy_cluster.text import as_text
 
 LIFETIME = "lifetime"
-_PREFIX_HEAD = "stats:"
 
 
 class WindowedStats:
@@ -48,8 +48,8 @@ class WindowedStats:
         heartbeat_ttl_s: float = 120,
         clock: Clock | None = None,
     ) -> None:
-        if not key_prefix.startswith(_PREFIX_HEAD):
-            raise ValueError(f"key_prefix must start with {_PREFIX_HEAD!r}, got {key_prefix!r}")
+        if keys.stats_component(key_prefix) is None:
+            raise ValueError(f"key_prefix must start with {keys.STATS + ':'!r}, got {key_prefix!r}")
         self.redis = redis_client
         self.key_prefix = key_prefix
         self.windows_s = sorted({int(window) for window in windows_s})
@@ -141,7 +141,7 @@ class WindowedStats:
     def names(self) -> list[str]:
         """Every name incremented under this prefix, sorted. Round trips: 1."""
         members = self.redis.smembers(keys.stats_names_index(self.key_prefix))
-        return sorted(member.decode() if isinstance(member, bytes) else str(member) for member in members)
+        return sorted(as_text(member) for member in members)
 
     def heartbeat(self, machine: str, *parts: str, ttl_s: float | None = None, pipe: Any = None,
                   info: Mapping[str, Any] | None = None) -> str:
@@ -182,4 +182,4 @@ class WindowedStats:
     @property
     def component(self) -> str:
         """The component of this prefix (``stats:<component>:...``), whose heartbeats it writes."""
-        return self.key_prefix.removeprefix(_PREFIX_HEAD).split(":", 1)[0]
+        return keys.stats_component(self.key_prefix) or ""

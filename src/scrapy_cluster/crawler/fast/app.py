@@ -13,28 +13,46 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from scrapy_cluster.crawler.config import hostname
-from scrapy_cluster.crawler.fast.engine import FastEngine
+import redis.exceptions
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from scrapy_cluster.bus import create_bus
+from scrapy_cluster.crawler.common.address_guard import (
+    AddressGuard,
+    aiohttp_host,
+    unreadable_host_message,
+)
+from scrapy_cluster.crawler.common.crawl_delay import CrawlDelay
+from scrapy_cluster.crawler.common.funnel import FunnelCounter
+from scrapy_cluster.crawler.common.late_sends import LateSendBook
+from scrapy_cluster.crawler.common.process_logging import start_crawler_logging
+from scrapy_cluster.crawler.common.public_ip import PublicIpRefresher
+from scrapy_cluster.crawler.common.resolution import hostname
+from scrapy_cluster.crawler.common.response_stats import NO_RESPONSE, ResponseStats
+from scrapy_cluster.crawler.common.retry_after import RetryAfterPauser
+from scrapy_cluster.crawler.common.telemetry import FetchTelemetry
+from scrapy_cluster.crawler.fast.async_lease_book import AsyncLeaseBook
+from scrapy_cluster.crawler.fast.domain_hooks import Politeness
+from scrapy_cluster.crawler.fast.engine import EnginePolicy, FastEngine
 from scrapy_cluster.crawler.fast.extract import LxmlExtractor
 from scrapy_cluster.crawler.fast.fetch import AiohttpFetcher, FetchError, FetchRequest
-from scrapy_cluster.crawler.fast.leases import AsyncLeaseBook
+from scrapy_cluster.crawler.fast.item_sender import ItemSender
 from scrapy_cluster.crawler.fast.link_batch import LinkBatcher
-from scrapy_cluster.crawler.fast.pages import PageProcessor
+from scrapy_cluster.crawler.fast.pages import PageParts, PageProcessor
 from scrapy_cluster.crawler.fast.policy import PagePolicy
-from scrapy_cluster.crawler.fast.politeness import Politeness
 from scrapy_cluster.crawler.fast.requests import build_request
 from scrapy_cluster.crawler.fast.robots import RobotsCache
-from scrapy_cluster.crawler.fast.sender import ItemSender
 from scrapy_cluster.crawler.fast.spiders import SPIDERS, fast_spider
-from scrapy_cluster.crawler.funnel import FunnelCounter
-from scrapy_cluster.crawler.ssrf import AddressGuard, aiohttp_host
-from scrapy_cluster.crawler.stats import NO_RESPONSE, ResponseStats
-from scrapy_cluster.crawler.telemetry import FetchTelemetry
 from scrapy_cluster.errors import SettingsError
+from scrapy_cluster.frontier import AsyncFrontier, DispatchView
+from scrapy_cluster.frontier.codec import DomainExtractor
+from scrapy_cluster.frontier.pause import DomainPauses
+from scrapy_cluster.log import HUMAN_FORMAT, configure_logging, parse_level
 from scrapy_cluster.outage import OutageLog
+from scrapy_cluster.redis_conn import RedisConfig
+from scrapy_cluster.stats.node import NodeInfo
 
-REAP_INTERVAL_S = 5.0
-SHUTDOWN_GRACE_S = 10.0
 logger = logging.getLogger(__name__)
 
 
@@ -54,7 +72,7 @@ def ssrf_check(guard: AddressGuard) -> Any:
         try:
             host = aiohttp_host(url)
         except ValueError as exc:
-            return f"refused {url}: no host the HTTP client can read ({exc})"
+            return unreadable_host_message(url, exc)
         return await guard.check(url, host)
 
     return check
@@ -84,18 +102,10 @@ class StatsObserver:
 def build_politeness(settings: Mapping[str, Any], policy: PagePolicy, frontier: Any,
                      view: Any, sync_client: Any) -> Politeness:
     """Late sends, Retry-After and Crawl-delay with the Scrapy crawler's settings."""
-    from scrapy_cluster.crawler.politeness import CrawlDelayExtension
-    from scrapy_cluster.crawler.retry_after import RetryAfterPauser
-    from scrapy_cluster.crawler.send_clock import LateSendBook
-    from scrapy_cluster.frontier.codec import DomainExtractor
-    from scrapy_cluster.frontier.pause import DomainPauses
-
     crawl_delay = None
     if policy.robots_obey:
-        crawl_delay = CrawlDelayExtension(
-            sync_client, user_agent=policy.robots_user_agent or policy.user_agent,
-            default_hits=int(settings["QUEUE_HITS"]),
-            default_window_s=float(settings["QUEUE_WINDOW"])).apply
+        crawl_delay = CrawlDelay(sync_client, default_hits=int(settings["QUEUE_HITS"]),
+                                 default_window_s=float(settings["QUEUE_WINDOW"])).apply
     return Politeness(
         frontier, view, LateSendBook(int(settings["THROTTLE_LATE_SEND_MS"]),
                                      int(settings["THROTTLE_SEND_ALLOWANCE_MS"])),
@@ -131,8 +141,6 @@ def robots_fetcher(fetcher: AiohttpFetcher, policy: PagePolicy, guard: Any) -> A
 def response_stats(settings: Mapping[str, Any], sync_client: Any,
                    spider: str = "link") -> StatsObserver:
     """The Scrapy crawler's status stats, telemetry and heartbeat, described as ``fast``."""
-    from scrapy_cluster.stats.node import NodeInfo
-
     telemetry = FetchTelemetry.from_settings(settings, sync_client)
     stats = ResponseStats.from_settings(settings, sync_client, hostname=hostname(),
                                         spiderid=spider, writers=(telemetry,),
@@ -141,17 +149,6 @@ def response_stats(settings: Mapping[str, Any], sync_client: Any,
 
 
 async def _main(settings: Mapping[str, Any]) -> None:
-    import redis.exceptions
-    from redis.asyncio.retry import Retry
-    from redis.backoff import NoBackoff
-
-    from scrapy_cluster.bus import create_bus
-    from scrapy_cluster.crawler.logging_setup import start_crawler_logging
-    from scrapy_cluster.crawler.public_ip import PublicIpRefresher
-    from scrapy_cluster.frontier import AsyncFrontier, DispatchView
-    from scrapy_cluster.log import HUMAN_FORMAT, configure_logging, parse_level
-    from scrapy_cluster.redis_conn import RedisConfig
-
     configure_logging(settings, prefix="SC_")
     if not start_crawler_logging(settings):  # SC_LOG_JSON: every logger writes JSON lines
         # The engine's modules log like the Scrapy engine's (Scrapy's root handler and format).
@@ -190,27 +187,25 @@ async def _main(settings: Mapping[str, Any]) -> None:
     politeness = build_politeness(settings, policy, frontier, view, sync_client)
     guard = None if address_guard is None else ssrf_check(address_guard)
     given_back = OutageLog(logger)
-    processor = PageProcessor(
+    processor = PageProcessor(PageParts(
         fetcher=fetcher, extractor=LxmlExtractor(), leases=leases,
         frontier=LinkBatcher(frontier, funnel,
                              linger_s=int(settings["CRAWLER_LINK_BATCH_MS"]) / 1000),
-        send=sender.send, funnel=funnel, policy=policy, ssrf=guard, observer=observer,
+        send=sender.send, funnel=funnel, ssrf=guard, observer=observer,
         robots=RobotsCache(robots_fetcher(fetcher, policy, guard),
                            user_agent=policy.robots_user_agent,
                            on_parsed=politeness.robots_parsed), politeness=politeness,
         on_give_back=lambda exc, url: given_back.failed(
             "queueing a page's links (the page will be crawled again)", exc, url=url),
-        spider=spider)
+        spider=spider), policy)
 
     async def flush_stats() -> None:
         await asyncio.to_thread(observer.stats.flush)
 
     engine = FastEngine(
-        frontier, processor, leases, view=view, politeness=politeness, slots=slots,
-        per_domain=int(settings["CRAWLER_PER_DOMAIN_CONCURRENCY"]),
-        ack_flush_s=int(settings["CRAWLER_ACK_FLUSH_MS"]) / 1000,
-        reap_interval_s=min(REAP_INTERVAL_S, float(settings["LEASE_TIMEOUT"]) / 2),
-        grace_s=SHUTDOWN_GRACE_S, periodic=((float(settings["STATS_CYCLE"]), flush_stats),))
+        frontier, processor, leases, view=view, politeness=politeness,
+        policy=EnginePolicy.from_settings(settings),
+        periodic=((float(settings["STATS_CYCLE"]), flush_stats),))
     if ip_enabled:
         ip.start()
     try:

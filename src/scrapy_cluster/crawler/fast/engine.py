@@ -9,7 +9,7 @@
   active domains))`` requests at once (active: with requests fetching or waiting here); its
   other popped requests wait locally, leased, for a slot of their domain.
 * **Acks.** Every CRAWLER_ACK_FLUSH_MS ``leases.flush()``: the bus flush, then ONE ack with the
-  funnel counts (``fast/leases.py``). Every ``reap_interval_s`` ONE ``reap``.
+  funnel counts (``fast/async_lease_book.py``). Every ``reap_interval_s`` ONE ``reap``.
 * **Stop.** ``stop()``: no more pops; requests not started are released, in-flight pages get
   ``grace_s`` to finish, then a last flush and every held lease released.
 """
@@ -21,30 +21,53 @@ import contextlib
 import logging
 import time
 from collections import defaultdict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from scrapy_cluster.crawler.fast.leases import AsyncLeaseBook
+from scrapy_cluster.crawler.fast.async_lease_book import AsyncLeaseBook
+from scrapy_cluster.crawler.fast.domain_hooks import Politeness
 from scrapy_cluster.crawler.fast.pages import PageProcessor
-from scrapy_cluster.crawler.fast.politeness import Politeness
 from scrapy_cluster.frontier.model import DispatchView, LeasedRequest, PopResult
 from scrapy_cluster.outage import OutageLog, is_redis_outage
 
 ERROR_BACKOFF_S = 1.0
+REAP_INTERVAL_S = 5.0
+SHUTDOWN_GRACE_S = 10.0
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EnginePolicy:
+    """The loop's settings: ``slots`` (CRAWLER_CONCURRENCY), ``per_domain``
+    (CRAWLER_PER_DOMAIN_CONCURRENCY), ``ack_flush_s`` (CRAWLER_ACK_FLUSH_MS), ``reap_interval_s``
+    (at most half of LEASE_TIMEOUT) and ``grace_s`` (in-flight pages' time to finish at stop)."""
+
+    slots: int
+    per_domain: int
+    ack_flush_s: float
+    reap_interval_s: float
+    grace_s: float = SHUTDOWN_GRACE_S
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> EnginePolicy:
+        return cls(slots=int(settings["CRAWLER_CONCURRENCY"]),
+                   per_domain=int(settings["CRAWLER_PER_DOMAIN_CONCURRENCY"]),
+                   ack_flush_s=int(settings["CRAWLER_ACK_FLUSH_MS"]) / 1000,
+                   reap_interval_s=min(REAP_INTERVAL_S, float(settings["LEASE_TIMEOUT"]) / 2))
 
 
 class FastEngine:
     """Runs ``processor`` on requests popped from ``frontier`` (see module docstring)."""
 
     def __init__(self, frontier: Any, processor: PageProcessor, leases: AsyncLeaseBook, *,
-                 view: Callable[[], DispatchView], slots: int, per_domain: int,
-                 ack_flush_s: float, reap_interval_s: float, grace_s: float = 10.0,
+                 view: Callable[[], DispatchView], policy: EnginePolicy,
                  periodic: tuple[tuple[float, Callable[[], Awaitable[None]]], ...] = (),
                  politeness: Politeness | None = None) -> None:
         self.frontier, self.processor, self.leases, self.view = frontier, processor, leases, view
-        self.slots, self.per_domain = slots, per_domain
-        self.ack_flush_s, self.reap_interval_s, self.grace_s = ack_flush_s, reap_interval_s, grace_s
+        self.slots, self.per_domain = policy.slots, policy.per_domain
+        self.ack_flush_s, self.reap_interval_s = policy.ack_flush_s, policy.reap_interval_s
+        self.grace_s = policy.grace_s
         self.periodic, self.politeness = periodic, politeness
         self._waiting: defaultdict[str, deque[tuple[LeasedRequest, float | None]]] = \
             defaultdict(deque)

@@ -28,7 +28,9 @@ from typing import Any, Protocol
 from charset_normalizer import from_bytes
 from lxml import etree
 from parsel.selector import SafeXMLParser
+from scrapy.http import HtmlResponse, JsonResponse, TextResponse, XmlResponse
 from scrapy.link import Link
+from scrapy.responsetypes import responsetypes
 from w3lib.encoding import (
     html_body_declared_encoding,
     html_to_unicode,
@@ -38,7 +40,7 @@ from w3lib.encoding import (
 )
 from w3lib.html import get_base_url
 
-from scrapy_cluster.crawler.links import links_in_tree
+from scrapy_cluster.crawler.common.link_rules import links_in_tree
 
 BASE_URL_SCAN_CHARS = 4096
 _DEFAULT_ENCODING = "ascii"
@@ -73,9 +75,6 @@ def response_kind(content_type: str | None, url: str, body: bytes, *,
     """``html``, ``xml``, ``json``, ``text`` or ``binary``: the Scrapy response class for these
     values (``responsetypes.from_args``, as Scrapy's download handler and
     HttpCompressionMiddleware call it for a decoded body)."""
-    from scrapy.http import HtmlResponse, JsonResponse, TextResponse, XmlResponse
-    from scrapy.responsetypes import responsetypes
-
     headers = {}
     if content_type is not None:
         headers[b"Content-Type"] = content_type.encode("latin-1")

@@ -14,7 +14,11 @@ from typing import Protocol
 import aiohttp
 import yarl
 
-from scrapy_cluster.crawler.ssrf import AddressGuard, ForbiddenConnection, refusal_message
+from scrapy_cluster.crawler.common.address_guard import (
+    AddressGuard,
+    ForbiddenConnection,
+    refusal_message,
+)
 
 CONNECTION_HEADERS = frozenset({
     "content-length", "connection", "keep-alive", "te", "trailers", "transfer-encoding",

@@ -22,7 +22,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from scrapy_cluster.crawler.funnel import FunnelCounter
+from scrapy_cluster.crawler.common.funnel import FunnelCounter
 
 
 class LinkFrontier(Protocol):

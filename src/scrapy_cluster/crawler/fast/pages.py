@@ -19,17 +19,27 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urljoin, urlsplit
 
+from scrapy.utils.url import strip_url
 from w3lib.url import safe_url_string
 
-from scrapy_cluster.crawler import items
+from scrapy_cluster.crawler.common import items
+from scrapy_cluster.crawler.common.funnel import ROBOTS_MESSAGE, FunnelCounter
+from scrapy_cluster.crawler.common.response_stats import NO_RESPONSE
+from scrapy_cluster.crawler.fast.async_lease_book import AsyncLeaseBook
+from scrapy_cluster.crawler.fast.domain_hooks import Politeness
 from scrapy_cluster.crawler.fast.extract import Extractor
-from scrapy_cluster.crawler.fast.fetch import Fetcher, FetchError, FetchRequest, FetchResponse
-from scrapy_cluster.crawler.fast.leases import AsyncLeaseBook
+from scrapy_cluster.crawler.fast.fetch import (
+    CONNECTION_HEADERS,
+    Fetcher,
+    FetchError,
+    FetchRequest,
+    FetchResponse,
+)
 from scrapy_cluster.crawler.fast.policy import PagePolicy
-from scrapy_cluster.crawler.fast.politeness import Politeness
 from scrapy_cluster.crawler.fast.requests import (
     build_request,
     header_dict,
@@ -38,8 +48,6 @@ from scrapy_cluster.crawler.fast.requests import (
 )
 from scrapy_cluster.crawler.fast.robots import RobotsCache
 from scrapy_cluster.crawler.fast.spiders import FastSpider, LinkSpider
-from scrapy_cluster.crawler.funnel import ROBOTS_MESSAGE, FunnelCounter
-from scrapy_cluster.crawler.stats import NO_RESPONSE
 from scrapy_cluster.frontier.model import LeasedRequest
 from scrapy_cluster.log_fields import request_fields
 from scrapy_cluster.outage import is_redis_outage
@@ -68,22 +76,38 @@ SsrfCheck = Callable[[str], Any]
 """``async (url) -> str | None``: why the URL's address is refused, or None."""
 
 
+@dataclass(frozen=True)
+class PageParts:
+    """What a ``PageProcessor`` works with: the seams every page goes through, then the
+    optional hooks (``robots``: robots.txt, ``ssrf``: the SSRF guard's first step,
+    ``observer``: per-download counts, ``politeness``: late sends, Retry-After, Crawl-delay,
+    ``on_give_back``: told when a page is given back); ``spider`` None: ``link``."""
+
+    fetcher: Fetcher
+    extractor: Extractor
+    frontier: LinkQueue
+    leases: AsyncLeaseBook
+    send: Callable[[dict[str, Any]], None]
+    funnel: FunnelCounter
+    spider: FastSpider | None = None
+    robots: RobotsCache | None = None
+    ssrf: SsrfCheck | None = None
+    observer: Observer | None = None
+    politeness: Politeness | None = None
+    on_give_back: Callable[[BaseException, str], None] | None = None
+
+
 class PageProcessor:
     """One leased request to its outcome (see module docstring)."""
 
-    def __init__(self, *, fetcher: Fetcher, extractor: Extractor, frontier: LinkQueue,
-                 leases: AsyncLeaseBook, send: Callable[[dict[str, Any]], None],
-                 funnel: FunnelCounter, policy: PagePolicy, robots: RobotsCache | None = None,
-                 ssrf: SsrfCheck | None = None, observer: Observer | None = None,
-                 on_give_back: Callable[[BaseException, str], None] | None = None,
-                 politeness: Politeness | None = None,
-                 now_s: Callable[[], float] = time.time,
-                 spider: FastSpider | None = None) -> None:
-        self.spider: FastSpider = spider if spider is not None else LinkSpider()
-        self.fetcher, self.extractor, self.frontier = fetcher, extractor, frontier
-        self.leases, self.send, self.funnel, self.policy = leases, send, funnel, policy
-        self.robots, self.ssrf, self.observer = robots, ssrf, observer
-        self.on_give_back, self.politeness, self.now_s = on_give_back, politeness, now_s
+    def __init__(self, parts: PageParts, policy: PagePolicy, *,
+                 now_s: Callable[[], float] = time.time) -> None:
+        self.spider: FastSpider = parts.spider if parts.spider is not None else LinkSpider()
+        self.fetcher, self.extractor, self.frontier = parts.fetcher, parts.extractor, parts.frontier
+        self.leases, self.send, self.funnel = parts.leases, parts.send, parts.funnel
+        self.robots, self.ssrf, self.observer = parts.robots, parts.ssrf, parts.observer
+        self.on_give_back, self.politeness = parts.on_give_back, parts.politeness
+        self.policy, self.now_s = policy, now_s
 
     async def process(self, leased: LeasedRequest, *, enqueued_at_s: float | None = None,
                       fetched: Callable[[], None] | None = None) -> None:
@@ -309,8 +333,6 @@ def redirect_headers(request: FetchRequest, target: str) -> dict[str, list[str]]
 
 def _referer(source: str, target: str) -> str | None:
     """The Referer Scrapy's default policy puts on a redirect (none from https to http)."""
-    from scrapy.utils.url import strip_url
-
     if urlsplit(source).scheme == "https" and urlsplit(target).scheme != "https":
         return None
     return strip_url(source, strip_credentials=True, strip_fragment=True)
@@ -320,8 +342,6 @@ def response_header_dict(response: FetchResponse) -> dict[str, list[str]]:
     """Response headers as the Scrapy crawler reports them: ``Content-Length`` first when the
     length is known (Scrapy's HTTP/1.1 handler), then the others title-cased and grouped,
     connection-control headers left out (Twisted), Content-Encoding dropped once decoded."""
-    from scrapy_cluster.crawler.fast.fetch import CONNECTION_HEADERS
-
     result: dict[str, list[str]] = {}
     length = last_header(response.headers, "Content-Length")
     chunked = "chunked" in (last_header(response.headers, "Transfer-Encoding") or "").lower()

@@ -1,7 +1,7 @@
 """The settings one fast-engine page reads, resolved once (``PagePolicy.from_settings``).
 
 Scrapy-named settings (RETRY_TIMES, DOWNLOAD_TIMEOUT, USER_AGENT, ...) are read through the
-same Scrapy settings object the Scrapy crawler builds (``runner.scrapy_settings``), so both
+same Scrapy settings object the Scrapy crawler builds (``common/resolution.scrapy_settings``), so both
 engines obey the same values and defaults.
 """
 
@@ -12,7 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scrapy_cluster.crawler.ssrf import IpNetwork
+from scrapy.downloadermiddlewares.httpcompression import ACCEPTED_ENCODINGS
+
+from scrapy_cluster.crawler.common.address_guard import IpNetwork
+from scrapy_cluster.crawler.common.resolution import scrapy_settings
 
 ENVELOPE_MARGIN_BYTES = 1024
 """As ``pipelines.BusPipeline``: room for the bus envelope under BUS_MAX_MESSAGE_BYTES."""
@@ -41,10 +44,6 @@ class PagePolicy:
 
     @classmethod
     def from_settings(cls, cluster: Mapping[str, Any]) -> PagePolicy:
-        from scrapy.downloadermiddlewares.httpcompression import ACCEPTED_ENCODINGS
-
-        from scrapy_cluster.crawler.runner import scrapy_settings
-
         scrapy = scrapy_settings(cluster)
         private_ok = bool(cluster["CRAWLER_ALLOW_PRIVATE_NETWORKS"])
         networks = tuple(ipaddress.ip_network(str(n), strict=False)

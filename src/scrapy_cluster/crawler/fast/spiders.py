@@ -28,11 +28,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from scrapy import Request
+from scrapy.http import Response
 from scrapy.link import Link
+from scrapy.spidermiddlewares.referer import RefererMiddleware
 
-from scrapy_cluster.crawler import meta as crawl_meta
-from scrapy_cluster.crawler.links import crawl_expired, rules_for, select_links
-from scrapy_cluster.crawler.serialization import headers_to_dict
+from scrapy_cluster.crawler.common import meta as crawl_meta
+from scrapy_cluster.crawler.common.items import headers_to_dict
+from scrapy_cluster.crawler.common.link_rules import crawl_expired, rules_for, select_links
+from scrapy_cluster.crawler.common.resolution import scrapy_settings
+from scrapy_cluster.crawler.fast.requests import last_header
 
 SPIDERS = ("link", "wandering")
 
@@ -105,11 +110,7 @@ class WanderingSpider:
     @classmethod
     def from_settings(cls, cluster: Mapping[str, Any],
                       rng: random.Random | None = None) -> WanderingSpider:
-        """With the Scrapy settings the Scrapy crawler runs with (``runner.scrapy_settings``)."""
-        from scrapy.spidermiddlewares.referer import RefererMiddleware
-
-        from scrapy_cluster.crawler.runner import scrapy_settings
-
+        """With the Scrapy settings the Scrapy crawler runs with (``scrapy_settings``)."""
         settings = scrapy_settings(cluster)
         referer = RefererMiddleware(settings) if settings.getbool("REFERER_ENABLED") else None
         return cls(referer=referer, url_length_limit=settings.getint("URLLENGTH_LIMIT"), rng=rng)
@@ -133,11 +134,6 @@ class WanderingSpider:
         """The crawl-request dict the Scrapy crawler queues for the wandering spider's
         ``Request`` to ``link_url`` from the page of ``stored``; None when UrlLengthMiddleware
         drops it."""
-        from scrapy import Request
-        from scrapy.http import Response
-
-        from scrapy_cluster.crawler.fast.requests import last_header
-
         request = Request(link_url, meta={"step": wandering_step(stored) + 1},
                           priority=int(stored.get("priority") or 0))
         if self.url_length_limit and len(request.url) > self.url_length_limit:

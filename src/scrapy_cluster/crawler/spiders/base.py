@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from scrapy import Spider
 from scrapy.crawler import Crawler
@@ -20,14 +20,15 @@ from scrapy.http import Response
 from scrapy.link import Link
 from twisted.python.failure import Failure
 
-from scrapy_cluster.crawler import items
-from scrapy_cluster.crawler import meta as crawl_meta
-from scrapy_cluster.crawler.config import cluster_settings
-from scrapy_cluster.crawler.funnel import funnel_for, refusal_reason
-from scrapy_cluster.crawler.links import PageLinks, page_links
+from scrapy_cluster.crawler import response_items
+from scrapy_cluster.crawler.common import meta as crawl_meta
+from scrapy_cluster.crawler.common.items import headers_to_dict
+from scrapy_cluster.crawler.common.link_rules import PageLinks
+from scrapy_cluster.crawler.common.resolution import cluster_settings
+from scrapy_cluster.crawler.funnel_hooks import funnel_for, refusal_reason
 from scrapy_cluster.crawler.middlewares import PageGivenBack, RequeuedForRetry, cluster_scheduler
-from scrapy_cluster.crawler.serialization import headers_to_dict
-from scrapy_cluster.log import request_fields
+from scrapy_cluster.crawler.page_links import page_links
+from scrapy_cluster.log import configure_logging, request_fields
 from scrapy_cluster.outage import is_redis_outage
 
 
@@ -40,8 +41,6 @@ class ClusterSpider(Spider):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> ClusterSpider:
-        from scrapy_cluster.log import configure_logging
-
         spider = super().from_crawler(crawler, *args, **kwargs)
         settings = cluster_settings(crawler)
         spider._logger = configure_logging(settings, prefix="SC_")
@@ -70,8 +69,8 @@ class ClusterSpider(Spider):
 
     def page_item(self, response: Response, links: Sequence[Link], *,
                   links_dropped: int = 0) -> dict[str, Any]:
-        """The result item for ``response`` (see ``items.response_item``)."""
-        return items.response_item(response, links, now_s=self.now_s(),
+        """The result item for ``response`` (see ``response_items.response_item``)."""
+        return response_items.response_item(response, links, now_s=self.now_s(),
                                    base64_body=self.base64_bodies, links_dropped=links_dropped)
 
     def enqueue_links(self, response: Response, links: Sequence[Link], *,
@@ -112,10 +111,11 @@ class ClusterSpider(Spider):
         if failure.check(RequeuedForRetry):
             return
         request = failure.request  # type: ignore[attr-defined]
+        error = cast(BaseException, failure.value)  # a Failure always carries its exception
         self._logger.info("request failed", extra={**request_fields([request.meta]),
                                                    "url": request.url,
-                                                   "error": repr(failure.value)})
-        if refusal_reason(failure.value) is None:  # robots/ssrf are counted as filtered
+                                                   "error": repr(error)})
+        if refusal_reason(error) is None:  # robots/ssrf are counted as filtered
             funnel_for(self.crawler).add(request.meta, "dropped")
         scheduler = cluster_scheduler(self.crawler)
         try:
@@ -123,7 +123,7 @@ class ClusterSpider(Spider):
                 scheduler.item_started(request)
             maxsize = int(request.meta.get("download_maxsize")
                           or self.crawler.settings.getint("DOWNLOAD_MAXSIZE"))
-            yield items.error_item(request, failure.value, now_s=self.now_s(),
+            yield response_items.error_item(request, error, now_s=self.now_s(),
                                    download_maxsize=maxsize)
         finally:
             if scheduler is not None:

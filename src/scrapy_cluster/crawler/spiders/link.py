@@ -7,7 +7,7 @@ from typing import Any
 
 from scrapy.http import Response
 
-from scrapy_cluster.crawler.links import select_links
+from scrapy_cluster.crawler.common.link_rules import select_links
 from scrapy_cluster.crawler.spiders.base import ClusterSpider
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from scrapy import Request
 from scrapy.http import Response
 
-from scrapy_cluster.crawler.links import crawl_expired, rules_for
+from scrapy_cluster.crawler.common.link_rules import crawl_expired, rules_for
 from scrapy_cluster.crawler.spiders.base import ClusterSpider
 
 

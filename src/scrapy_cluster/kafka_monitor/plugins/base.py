@@ -17,10 +17,9 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import orjson
 import redis
 
+from scrapy_cluster.api import SCHEMA_DIR
 from scrapy_cluster.errors import PluginError
 from scrapy_cluster.outage import is_redis_outage
-
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 
 PluginT = TypeVar("PluginT", bound="BaseHandler")
 Failures = dict[int, str]
@@ -47,7 +46,7 @@ class BaseHandler:
     """A Kafka Monitor plugin.
 
     Subclasses set ``schema`` (a file name looked up beside the plugin's module,
-    then in ``kafka_monitor/schemas/``; or an absolute path) and implement
+    then in ``api/schemas/``; or an absolute path) and implement
     ``handle(message)``. ``message`` is always valid against the schema, with the
     schema's defaults filled in. Plugins get ``self.logger`` (the monitor's
     logger), ``self.redis`` (a synchronous client) and ``self.frontier``.

@@ -20,7 +20,7 @@ import redis
 
 from scrapy_cluster.errors import JobError
 from scrapy_cluster.frontier import Frontier
-from scrapy_cluster.redis_monitor.answers import AnswerSender
+from scrapy_cluster.redis_monitor.answer_sender import AnswerSender
 from scrapy_cluster.redis_monitor.jobs import Job
 
 

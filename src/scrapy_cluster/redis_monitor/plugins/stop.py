@@ -90,7 +90,7 @@ class ExpireMonitor(_Purging):
         expired = 0
         for i in range(0, len(due), 2):
             member = due[i].decode()
-            parsed = parse_timeout_key(member)
+            parsed = keys.parse_crawl_timeout(member)
             if parsed is None:
                 self.logger.error("malformed timeout key dropped", extra={"key": member})
                 self.redis.zrem(keys.crawl_timeouts(), member)
@@ -108,12 +108,3 @@ class ExpireMonitor(_Purging):
                                                      "total_expired": purged})
             expired += 1
         return expired
-
-
-def parse_timeout_key(key: str) -> tuple[str, str, str] | None:
-    """``timeout:<spiderid>:<appid>:<crawlid>`` -> parts (the crawlid may contain ':')."""
-    head, _, rest = key.partition(":")
-    parts = rest.split(":", 2)
-    if head != "timeout" or len(parts) != 3 or not all(parts):
-        return None
-    return parts[0], parts[1], parts[2]

@@ -10,6 +10,7 @@ import orjson
 
 from scrapy_cluster.frontier.model import Backlog
 from scrapy_cluster.rest.dashboard.records import LeaseRecord
+from scrapy_cluster.stats.reader import CrawlerSource
 from scrapy_cluster.statuses import ErrorStatuses
 
 CrawlKey = tuple[str, str]
@@ -43,7 +44,7 @@ class Raw:
     backlog: Mapping[str, Backlog]
     chart_window_s: int
     heartbeats: dict[str, list[tuple[str, float]]]
-    sources: list[str]
+    sources: list[CrawlerSource]
     error_names: list[str]
     active_domains: list[str]
     paused: dict[str, int]
@@ -55,12 +56,12 @@ class Raw:
     spiders: list[str]
     filtered_totals: Mapping[bytes, bytes]
     node_infos: dict[tuple[str, str], bytes | None]
-    source_names: dict[str, list[str]]
+    source_names: dict[CrawlerSource, list[str]]
     status_windows: dict[str, list[str]]
     last_errors: dict[str, bytes | None]
     subqueues: dict[tuple[str, str], list[str]]
     error_buckets: dict[str, Mapping[bytes, bytes]]
-    status_buckets: dict[tuple[str, str], Mapping[bytes, bytes]]
+    status_buckets: dict[tuple[CrawlerSource, str], Mapping[bytes, bytes]]
     ready: dict[str, dict[str, float]]
     crawl_apps: dict[CrawlKey, str]
     crawl_counts: dict[CrawlKey, tuple[Mapping[bytes, bytes], Mapping[bytes, bytes]]]

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import msgpack
 import orjson
 
+from scrapy_cluster.text import as_text
+
 
 @dataclass(frozen=True)
 class LeaseRecord:
@@ -57,4 +59,4 @@ def _appid_of_item(item: str) -> str | None:
 def appid_of_item(item: bytes | str | None) -> str | None:
     if item is None:
         return None
-    return _appid_of_item(item.decode("utf-8", "replace") if isinstance(item, bytes) else item)
+    return _appid_of_item(as_text(item))

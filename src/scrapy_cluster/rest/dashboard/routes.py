@@ -33,8 +33,10 @@ from starlette.concurrency import run_in_threadpool
 
 from scrapy_cluster.rest.dashboard.cache import SnapshotCache
 from scrapy_cluster.rest.dashboard.snapshot import SnapshotBuilder
-from scrapy_cluster.rest.responses import PAGE_HEADERS
-from scrapy_cluster.rest.security import SESSION_COOKIE, Access
+from scrapy_cluster.rest.security import Access
+from scrapy_cluster.rest.sessions import COOKIE as SESSION_COOKIE
+from scrapy_cluster.rest.wire import PAGE_HEADERS
+from scrapy_cluster.text import as_text
 
 STATIC_DIR = Path(__file__).parent / "static"
 MEDIA_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html",
@@ -62,12 +64,9 @@ def create_router(service: Any) -> APIRouter:
     """The dashboard router (module docstring) for ``service`` (``settings``, ``logger``,
     ``redis``, ``frontier``)."""
     settings = service.settings
-    access: Access = service.access
     refresh_s = max(0.2, float(settings.get("DASHBOARD_REFRESH_S", 2.0)))
     builder = SnapshotBuilder(service.redis, service.frontier, settings)
     cache = SnapshotCache(builder.build, max_age_s=refresh_s)
-    static_files = {path.name: path for path in STATIC_DIR.iterdir() if path.is_file()}
-    page = (STATIC_DIR / "index.html").read_text()
     router = APIRouter(include_in_schema=False)
 
     async def overview_or_error() -> tuple[dict[str, Any] | None, str | None]:
@@ -77,6 +76,22 @@ def create_router(service: Any) -> APIRouter:
             service.logger.warning("dashboard snapshot failed: %s", exc)
             return None, f"Redis unreachable: {exc}"
         return {**snapshot.overview, "refresh_s": refresh_s}, None
+
+    _page_routes(router)
+    _data_routes(router, builder, cache, overview_or_error)
+
+    @router.get("/events")
+    async def events(request: Request) -> Response:
+        return _event_stream(request, overview_or_error, cache, refresh_s)
+
+    _login_routes(router, service.access)
+    return router
+
+
+def _page_routes(router: APIRouter) -> None:
+    """The page itself and its static files."""
+    static_files = {path.name: path for path in STATIC_DIR.iterdir() if path.is_file()}
+    page = (STATIC_DIR / "index.html").read_text()
 
     @router.get("")
     @router.get("/")
@@ -92,6 +107,10 @@ def create_router(service: Any) -> APIRouter:
         return FileResponse(path, media_type=MEDIA_TYPES.get(path.suffix, "text/plain"),
                             headers={"Cache-Control": "no-cache"})
 
+
+def _data_routes(router: APIRouter, builder: SnapshotBuilder, cache: SnapshotCache,
+                 overview_or_error: Any) -> None:
+    """The JSON the page reads: all but the crawl funnel come from the shared snapshot."""
     @router.get("/api/overview")
     async def overview() -> Response:
         data, error = await overview_or_error()
@@ -124,10 +143,9 @@ def create_router(service: Any) -> APIRouter:
         except Exception as exc:
             return _wrapped(None, code=503, message=f"Redis unreachable: {exc}")
 
-    @router.get("/events")
-    async def events(request: Request) -> Response:
-        return _event_stream(request, overview_or_error, cache, refresh_s)
 
+def _login_routes(router: APIRouter, access: Access) -> None:
+    """The sign-in form (only while REST_API_KEYS asks for a key)."""
     @router.get("/login")
     async def login_form() -> Response:
         if not access.required:
@@ -144,10 +162,8 @@ def create_router(service: Any) -> APIRouter:
             if len(body) > LOGIN_BODY_LIMIT:
                 return HTMLResponse(_login_page("The form is too large."), status_code=413,
                                     headers=PAGE_HEADERS)
-        key = (parse_qs(body.decode("utf-8", "replace")).get("key") or [""])[0]
+        key = (parse_qs(as_text(body)).get("key") or [""])[0]
         return _signed_in(access, key, request)
-
-    return router
 
 
 def _signed_in(access: Access, key: str, request: Request) -> Response:

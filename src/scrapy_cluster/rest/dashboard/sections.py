@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from scrapy_cluster import keys
 from scrapy_cluster.rest.dashboard import classify, tables
 from scrapy_cluster.rest.dashboard.model import Policy, Raw, Snapshot, json_object
 from scrapy_cluster.stats import reasons
@@ -53,13 +54,14 @@ def nodes(raw: Raw, policy: Policy, memory: NodeMemory) -> list[dict[str, Any]]:
         for member, beat_s in members:
             info = json_object(raw.node_infos.get((component, member))) or {}
             row = {"component": component, "member": member,
-                   "machine": member.partition(":")[0],
+                   "machine": keys.parse_heartbeat_member(member)[0],
                    "alive": raw.now_s - beat_s < policy.heartbeat_timeout_s,
                    "last_seen_s": beat_s, "age_s": round(max(0.0, raw.now_s - beat_s), 1),
                    "in_index": True, "stopped": False,
                    **{name: info.get(name) for name in INFO_FIELDS}}
-            if row["spiders"] is None and component == "crawler" and member.count(":") >= 2:
-                row["spiders"] = [member.split(":")[1]]
+            spider = keys.crawler_member_spider(member) if component == "crawler" else None
+            if row["spiders"] is None and spider is not None:
+                row["spiders"] = [spider]
             rows.append(row)
     return memory.merge(rows, raw.now_s)
 
@@ -74,7 +76,7 @@ def throughput(raw: Raw) -> dict[str, Any]:
     cluster: dict[str, list[int]] = {}
     per_node: dict[str, dict[str, list[int]]] = {}
     for (source, status), buckets in raw.status_buckets.items():
-        host = source.split(":", 1)[0]
+        host = source.host
         series = [0] * 60
         for number, hits in buckets.items():
             try:
@@ -99,8 +101,8 @@ def domain_statuses(raw: Raw) -> dict[str, Counter[int]]:
     """Statuses per active domain in the status window (members ``<status>:<ms>:...``)."""
     found: dict[str, Counter[int]] = {}
     for domain, members in raw.status_windows.items():
-        found[domain] = Counter(int(member.split(":", 1)[0]) for member in members
-                                if member.split(":", 1)[0].lstrip("-").isdigit())
+        found[domain] = Counter(status for status in map(keys.crawler_domain_status_of_member,
+                                                         members) if status is not None)
     return found
 
 

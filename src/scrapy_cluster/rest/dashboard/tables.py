@@ -15,6 +15,7 @@ from scrapy_cluster.rest.dashboard import classify
 from scrapy_cluster.rest.dashboard.model import CrawlKey, Policy, Raw, json_object
 from scrapy_cluster.rest.dashboard.records import LeaseRecord
 from scrapy_cluster.stats import reasons
+from scrapy_cluster.text import as_text
 
 
 def limit_of(domain: str, raw: Raw, policy: Policy) -> dict[str, Any]:
@@ -116,7 +117,7 @@ def crawl_totals(counts: Mapping[bytes, bytes]) -> tuple[int, int, int]:
     pending = in_flight = 0
     domains_seen = set()
     for name, value in counts.items():
-        text = name.decode("utf-8", "replace")
+        text = as_text(name)
         if text == LEASED_FIELD:
             in_flight += int(value)
         else:
@@ -130,7 +131,7 @@ def funnel(raw: Mapping[bytes, bytes]) -> dict[str, Any]:
     {status: n}, retried, dropped, delivered}``; stages never counted are left out."""
     result: dict[str, Any] = {}
     for name, value in sorted(raw.items()):
-        text = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+        text = as_text(name)
         stage, _, detail = text.partition(":")
         if detail:
             result.setdefault(stage, {})[detail] = int(value)

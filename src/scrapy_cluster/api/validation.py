@@ -1,0 +1,118 @@
+"""Matching an API request to the first plugin whose JSON Schema accepts it.
+
+Schemas are compiled once (fastjsonschema) when a process starts (the Kafka Monitor, the
+Rest service, ``feed``, ``migrate``). Matching costs no I/O. A request that matches no schema is explained by the schema it
+came closest to: the one with most of its required properties present, then
+most of its known properties present, then the lowest rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import fastjsonschema
+
+from scrapy_cluster.errors import PluginError
+
+Validate = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A request some plugin accepts; ``message`` is a copy with the schema's defaults filled in."""
+
+    plugin: str
+    message: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A request no plugin accepts; ``reason`` names the offending field when there is one."""
+
+    reason: str
+    closest: str | None = None
+
+
+@dataclass(frozen=True)
+class CompiledSchema:
+    """One plugin's schema, compiled, with what closeness scoring needs."""
+
+    plugin: str
+    definition: dict[str, Any]
+    validate: Validate
+    required: frozenset[str]
+    properties: frozenset[str]
+
+    @classmethod
+    def compile(cls, plugin: str, definition: dict[str, Any]) -> CompiledSchema:
+        try:
+            validate = fastjsonschema.compile(definition, use_default=True)
+        except fastjsonschema.JsonSchemaDefinitionException as exc:
+            raise PluginError(f"schema of {plugin} does not compile: {exc}") from exc
+        return cls(plugin, definition, validate,
+                   frozenset(definition.get("required", ())),
+                   frozenset(definition.get("properties", {})))
+
+    def closeness(self, message: Mapping[str, Any]) -> tuple[int, int]:
+        present = message.keys()
+        return len(self.required & present), len(self.properties & present)
+
+    def explain(self, error: fastjsonschema.JsonSchemaValueException) -> str:
+        """A reason that names the field: ``priority must be smaller than or equal to 100``."""
+        field = ".".join(str(part) for part in error.path[1:])
+        text = error.message
+        if error.rule == "pattern" and field:
+            described = self.definition.get("properties", {}).get(field, {}).get("description")
+            if described:
+                return f"{field} must be {described}"
+        if text.startswith("data."):
+            return text[len("data."):]
+        if text.startswith("data "):
+            return "request " + text[len("data "):]
+        return text
+
+
+class RequestValidator:
+    """Validates requests against plugin schemas in rank order."""
+
+    def __init__(self, schemas: Sequence[CompiledSchema]) -> None:
+        if not schemas:
+            raise PluginError("no Kafka Monitor plugin is enabled; check the PLUGINS setting")
+        self.schemas = list(schemas)
+
+    @classmethod
+    def from_definitions(cls, definitions: Sequence[tuple[str, dict[str, Any]]]) -> RequestValidator:
+        """``definitions``: ``(plugin name, schema)`` pairs, lowest rank first."""
+        return cls([CompiledSchema.compile(name, schema) for name, schema in definitions])
+
+    @property
+    def plugin_names(self) -> list[str]:
+        return [schema.plugin for schema in self.schemas]
+
+    def match(self, message: Any) -> Accepted | Rejected:
+        """The first plugin accepting ``message`` (never modified), or why none does."""
+        if not isinstance(message, dict):
+            return Rejected(f"request must be a JSON object, not {_json_type(message)}")
+        errors: list[fastjsonschema.JsonSchemaValueException] = []
+        for schema in self.schemas:
+            try:
+                return Accepted(schema.plugin, schema.validate(dict(message)))
+            except fastjsonschema.JsonSchemaValueException as exc:
+                errors.append(exc)
+        return self._closest_rejection(message, errors)
+
+    def _closest_rejection(self, message: Mapping[str, Any],
+                           errors: Sequence[fastjsonschema.JsonSchemaValueException]) -> Rejected:
+        ranked = sorted(range(len(self.schemas)),
+                        key=lambda i: (self.schemas[i].closeness(message), -i), reverse=True)
+        best = ranked[0]
+        schema = self.schemas[best]
+        return Rejected(f"{schema.plugin}: {schema.explain(errors[best])}", schema.plugin)
+
+
+def _json_type(value: Any) -> str:
+    names = {list: "an array", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)

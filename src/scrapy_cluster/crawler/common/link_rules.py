@@ -1,0 +1,244 @@
+"""The links of a page, and which of them a crawl follows: allowed domains, allow/deny
+regexes, extensions, depth, expiry. Both engines: the Scrapy engine reads a response's tree
+through ``crawler/page_links.py``, the fast engine parses with lxml itself.
+
+``links_in_tree`` reads ``href`` of every ``<a>`` and ``<area>`` straight from the page's
+parsed lxml tree, as Scrapy's ``LinkExtractor`` does (whitespace stripped, joined with the
+page's ``<base>``, made safe with ``safe_url_string``), but skips joining and re-quoting an
+href that is already an absolute http(s) URL of plain URL characters, and deduplicates by the
+URL itself rather than its canonical form (the frontier deduplicates canonically anyway).
+``links_in_tree`` stops after ``CRAWLER_MAX_LINKS_PER_PAGE`` distinct links and only counts the
+hrefs past it (resolving 100,000 relative hrefs would block the crawler for seconds).
+``deny_regex`` wins over ``allow_regex``; an absent ``deny_extensions`` means Scrapy's default
+list (archives, images, documents, ...); ``maxdepth`` counts hops from the seed (seed = 0);
+``expires`` (epoch seconds, 0 = never) stops all new work once passed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+from lxml import etree
+from scrapy.link import Link
+from scrapy.linkextractors import IGNORED_EXTENSIONS
+from scrapy.utils.misc import rel_has_nofollow
+from w3lib.html import strip_html5_whitespace
+from w3lib.url import safe_url_string
+
+XHTML = "{http://www.w3.org/1999/xhtml}"
+LINK_TAGS = ("a", "area", f"{XHTML}a", f"{XHTML}area")
+# An absolute http(s) URL with a lower-case host, made only of characters safe_url_string
+# leaves as they are ('%' excluded: an invalid escape would be re-quoted; '[]' are quoted in a
+# path), not ending in a separator that urljoin would drop.
+_PLAIN_ABSOLUTE_URL = re.compile(
+    r"https?://[a-z0-9\-._~:@!$&'()*+,;=]+(?:/[A-Za-z0-9\-._~:/?#@!$&'()*+,;=]*[A-Za-z0-9\-._~/])?\Z")
+_string_content = etree.XPath("string()")
+_AUTHORITY_END = re.compile(r"[/?#]")
+REFUSAL_MEMO = 2_000
+"""URLs whose filter answer one set of crawl filters remembers (``LinkRules.refusal``): with
+the 256 filter sets ``rules_for`` keeps, at most 512,000 answers per process."""
+
+
+def host_in_domains(url: str, domains: Sequence[str]) -> bool:
+    """True when the URL's host (port ignored) is one of ``domains`` or a subdomain of one."""
+    host = (urlsplit(url).hostname or "").lower()
+    return any(host == d or host.endswith("." + d) for d in (d.lower() for d in domains))
+
+
+def _as_list(value: Any) -> list[str]:
+    if not value:
+        return []
+    return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
+@lru_cache(maxsize=512)
+def _compile(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p) for p in patterns)
+
+
+@dataclass(frozen=True)
+class LinkRules:
+    """The link filters of one crawl, read from a request's meta."""
+
+    allowed_domains: tuple[str, ...] = ()
+    allow: tuple[re.Pattern[str], ...] = ()
+    deny: tuple[re.Pattern[str], ...] = ()
+    deny_extensions: frozenset[str] = frozenset(f".{e}" for e in IGNORED_EXTENSIONS)
+    _answers: dict[str, str | None] = field(default_factory=dict, compare=False, hash=False,
+                                            repr=False)
+    """``refusal`` per URL already asked (a site's menu links come on every page); at most
+    REFUSAL_MEMO URLs, then started afresh."""
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any]) -> LinkRules:
+        extensions = meta.get("deny_extensions")
+        denied = IGNORED_EXTENSIONS if extensions is None else _as_list(extensions)
+        return cls(
+            allowed_domains=tuple(_as_list(meta.get("allowed_domains"))),
+            allow=_compile(tuple(_as_list(meta.get("allow_regex")))),
+            deny=_compile(tuple(_as_list(meta.get("deny_regex")))),
+            deny_extensions=frozenset(f".{e.lstrip('.').lower()}" for e in denied),
+        )
+
+    def allows(self, url: str) -> bool:
+        """True when ``url`` passes every filter (deny wins over allow)."""
+        return self.refusal(url) is None
+
+    def refusal(self, url: str) -> str | None:
+        """The first filter refusing ``url`` (``offsite``, ``deny_regex``, ``allow_regex``,
+        ``deny_extensions``), or None when it passes them all."""
+        answers = self._answers
+        if url in answers:
+            return answers[url]
+        if len(answers) >= REFUSAL_MEMO:
+            answers.clear()
+        answers[url] = answer = self._refusal(url)
+        return answer
+
+    def _refusal(self, url: str) -> str | None:
+        if self.allowed_domains and not host_in_domains(url, self.allowed_domains):
+            return "offsite"
+        if any(pattern.search(url) for pattern in self.deny):
+            return "deny_regex"
+        if self.allow and not any(pattern.search(url) for pattern in self.allow):
+            return "allow_regex"
+        return "deny_extensions" if has_extension(url, self.deny_extensions) else None
+
+
+def has_extension(url: str, extensions: frozenset[str]) -> bool:
+    """True when the URL's path ends with one of ``extensions`` (each ``.ext``, lower case).
+
+    Same answer as Scrapy's ``url_has_any_extension``, but one set lookup per dot in the
+    path instead of one ``endswith`` per extension.
+    """
+    if not extensions:
+        return False
+    authority = url.find("//")
+    found = _AUTHORITY_END.search(url, authority + 2 if authority != -1 else 0)
+    if found is None or found.group() != "/":
+        return False
+    path = url[found.start():].split("#", 1)[0].split("?", 1)[0].lower()
+    segment = path[path.rfind("/") + 1:].split(";", 1)[0]  # urlparse drops ;params
+    dot = segment.find(".")
+    while dot != -1:
+        if segment[dot:] in extensions:
+            return True
+        dot = segment.find(".", dot + 1)
+    return False
+
+
+@lru_cache(maxsize=256)
+def _cached_rules(allowed: tuple[str, ...], allow: tuple[str, ...], deny: tuple[str, ...],
+                  extensions: tuple[str, ...] | None) -> LinkRules:
+    denied = IGNORED_EXTENSIONS if extensions is None else extensions
+    return LinkRules(allowed_domains=allowed, allow=_compile(allow), deny=_compile(deny),
+                     deny_extensions=frozenset(f".{e.lstrip('.').lower()}" for e in denied))
+
+
+def rules_for(meta: Mapping[str, Any]) -> LinkRules:
+    """``LinkRules.from_meta``, built once per distinct set of crawl filters."""
+    extensions = meta.get("deny_extensions")
+    return _cached_rules(tuple(_as_list(meta.get("allowed_domains"))),
+                         tuple(_as_list(meta.get("allow_regex"))),
+                         tuple(_as_list(meta.get("deny_regex"))),
+                         None if extensions is None else tuple(_as_list(extensions)))
+
+
+def crawl_expired(meta: Mapping[str, Any], now_s: float) -> bool:
+    """True once the crawl's ``expires`` (epoch seconds; 0/absent = never) has passed."""
+    expires = float(meta.get("expires") or 0)
+    return expires > 0 and now_s >= expires
+
+
+def may_go_deeper(meta: Mapping[str, Any]) -> bool:
+    """True when links of this page are within ``maxdepth`` (absent/0 = the seed page only)."""
+    return int(meta.get("curdepth") or 0) < int(meta.get("maxdepth") or 0)
+
+
+@dataclass(frozen=True)
+class PageLinks:
+    """The links read from a page, and how many hrefs past the limit were not read."""
+
+    links: list[Link]
+    dropped: int = 0
+
+
+def links_in_tree(root: Any, *, base_url: str, page_url: str, encoding: str,
+                  max_links: int) -> PageLinks:
+    """The first ``max_links`` unique http(s) links of a parsed lxml tree (0: all of them):
+    ``base_url`` is the page's ``<base>`` (or its URL), ``encoding`` the page's, used to quote
+    non-ASCII hrefs.
+
+    Past the limit the remaining ``<a>``/``<area>`` elements with an ``href`` are only counted
+    (``dropped``), neither resolved nor deduplicated: a repeated or non-http href counts too.
+    """
+    seen: set[str] = set()
+    links: list[Link] = []
+    elements = root.iter(*LINK_TAGS)
+    for element in elements:
+        href = element.get("href")
+        url = None if href is None else _absolute_url(href, base_url, page_url, encoding)
+        if url is None or url in seen or not url.startswith(("http://", "https://")):
+            continue
+        seen.add(url)
+        links.append(Link(url, _string_content(element) or "",
+                          nofollow=rel_has_nofollow(element.get("rel"))))
+        if len(links) == max_links:
+            break
+    return PageLinks(links, sum(1 for element in elements if element.get("href") is not None))
+
+
+def _absolute_url(href: str, base_url: str, page_url: str, encoding: str) -> str | None:
+    """The absolute, safely quoted URL of ``href``; None for a bogus one."""
+    href = strip_html5_whitespace(href)
+    if _PLAIN_ABSOLUTE_URL.match(href):
+        return href
+    try:
+        return urljoin(page_url, safe_url_string(urljoin(base_url, href), encoding=encoding))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class LinkSelection:
+    """The links a crawl follows from a page, and how many it dropped for each reason."""
+
+    follow: list[Link]
+    filtered: Counter[str] = field(default_factory=Counter)
+
+
+def select_links(links: Sequence[Link], meta: Mapping[str, Any], now_s: float, *,
+                 dropped: int = 0) -> LinkSelection:
+    """Split ``links`` of a page with ``meta``: followed, or dropped with the first reason that
+    applies (``expired``, ``maxdepth``, then ``LinkRules.refusal``'s order). ``dropped``: hrefs
+    past the page's link limit (``links_in_tree``), counted as ``max_links``."""
+    if dropped:
+        selection = select_links(links, meta, now_s)
+        return LinkSelection(selection.follow, selection.filtered + Counter(max_links=dropped))
+    if not links:
+        return LinkSelection([])
+    if crawl_expired(meta, now_s):
+        return LinkSelection([], Counter({"expired": len(links)}))
+    if not may_go_deeper(meta):
+        return LinkSelection([], Counter({"maxdepth": len(links)}))
+    rules = rules_for(meta)
+    follow: list[Link] = []
+    filtered: Counter[str] = Counter()
+    for link in links:
+        reason = rules.refusal(link.url)
+        if reason is None:
+            follow.append(link)
+        else:
+            filtered[reason] += 1
+    return LinkSelection(follow, filtered)
+
+
+def links_to_follow(links: Sequence[Link], meta: Mapping[str, Any], now_s: float) -> list[Link]:
+    """The subset of ``links`` this crawl follows from a page with ``meta``."""
+    return select_links(links, meta, now_s).follow

@@ -1,1 +1,0 @@
-"""Helpers shipped with the package for tests, the local demo and benchmarks."""
