@@ -18,8 +18,12 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.support.services import RedisServer
-from tests.support.starting import external_or_started
+# The helpers of tests/support/ assert as the tests do, and pytest rewrites their asserts too (a
+# failing one shows its values); it can only do so for modules imported after this line.
+pytest.register_assert_rewrite("tests.support")
+
+from tests.support.services import RedisServer  # noqa: E402
+from tests.support.starting import external_or_started  # noqa: E402
 
 pytest_plugins = ["tests.support.zookeeper_fixtures", "tests.support.bus_fixtures",
                   "tests.support.up_process"]

@@ -3,7 +3,7 @@
 Four entry points read the cluster's Redis data, through ``stats.reader``: ``/metrics``, the
 dashboard snapshot, the progress line of ``up`` and the Stats API answers. Each writes its
 budget in its docstring; these tests hold them to it on the small cluster of
-``tests/test_rest_dashboard.Scene`` (queued and leased requests, a paused domain, crawler
+``tests/support/cluster_state.Scene`` (queued and leased requests, a paused domain, crawler
 responses, monitor heartbeats, a live and a dead node) with Kafka Monitor counters. A round trip is one
 ``send_packed_command`` on a connection: a pipeline is one, a command or a script call is one.
 Every count is taken after a first reading, so that the frontier's scripts are loaded and no
@@ -27,7 +27,7 @@ from scrapy_cluster.stats import WindowedStats
 from scrapy_cluster.stats.cluster import ClusterStats
 from scrapy_cluster.stats.progress import ProgressReader
 from scrapy_cluster.stats.reader import ClusterReader
-from tests.test_rest_dashboard import Scene, settings_for
+from tests.support.cluster_state import Scene, settings_for
 
 pytestmark = pytest.mark.integration
 

@@ -25,8 +25,8 @@ from scrapy_cluster.kafka_monitor.jobs import JobWriter
 from scrapy_cluster.settings import load_settings
 from scrapy_cluster.sitegen.site import SiteConfig
 from tests.support.cluster import WHOLE_GRAPH_DEPTH, Cluster, running_cluster
+from tests.support.monitors import monitors_up
 from tests.support.processes import Processes
-from tests.test_redis_monitor_cluster import monitors_up
 
 pytestmark = pytest.mark.integration
 

@@ -76,4 +76,5 @@ def test_server_answers_500_for_the_error_page() -> None:
         url = server.site.url("127.0.0.2", "/special/error500.html")
         with pytest.raises(urllib.error.HTTPError) as caught:
             urllib.request.urlopen(url, timeout=5)
+        caught.value.close()  # the error holds the answer's socket open
         assert caught.value.code == 500

@@ -3,7 +3,7 @@ downloads by exception type, the last error of a domain, and the node descriptio
 heartbeats of the crawler and of both monitors.
 
 Real redis-server, Redis Streams bus, the generated site, one crawler process; the Kafka
-Monitor and the Redis Monitor run in threads of this process (tests.test_funnel_crawl).
+Monitor and the Redis Monitor run in threads of this process (tests/support/monitors.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from scrapy_cluster.sitegen.site import SiteConfig
 from scrapy_cluster.stats.histogram import RedisHistogram
 from tests.support.addresses import CRAWLER_TELEMETRY
 from tests.support.cluster import Cluster, running_cluster
+from tests.support.monitors import Api, run_crawl, running_monitors
 from tests.support.services import free_port
-from tests.test_funnel_crawl import Api, run_crawl, running_monitors
 
 pytestmark = pytest.mark.integration
 

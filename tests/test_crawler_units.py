@@ -17,7 +17,7 @@ from scrapy.link import Link
 from scrapy_cluster.crawler import page_links, response_items
 from scrapy_cluster.crawler.common import items, link_rules, meta
 from scrapy_cluster.crawler.common.address_guard import first_forbidden, forbidden_reason
-from scrapy_cluster.crawler.common.public_ip import UNKNOWN_IP, PublicIpRefresher
+from scrapy_cluster.crawler.common.public_ip import UNKNOWN_IP, PublicIpLookup, PublicIpRefresher
 from scrapy_cluster.crawler.serialization import request_from_dict, request_to_dict
 from scrapy_cluster.errors import RequestSerializationError
 
@@ -272,9 +272,9 @@ def _refresher(answers: list[Any]) -> PublicIpRefresher:
         if isinstance(answer, Exception):
             raise answer
         return str(answer)
-    return PublicIpRefresher("http://ip.test/", r"(\d+\.\d+\.\d+\.\d+)", refresh_s=60,
-                             timeout_s=1, fallback_ip=None, logger=logging.getLogger("t"),
-                             fetch=fetch)
+    return PublicIpRefresher(
+        PublicIpLookup("http://ip.test/", r"(\d+\.\d+\.\d+\.\d+)", refresh_s=60, timeout_s=1),
+        logger=logging.getLogger("t"), fetch=fetch)
 
 
 def test_public_ip_is_taken_from_the_regex_match() -> None:
@@ -384,9 +384,10 @@ def test_an_empty_lookup_url_makes_no_lookup_and_keeps_the_fixed_ip() -> None:
     def fetch(url: str, timeout_s: float) -> str:
         raise AssertionError("no lookup expected")
 
-    refresher = PublicIpRefresher("", r"(\d+\.\d+\.\d+\.\d+)", refresh_s=60, timeout_s=1,
-                                  fallback_ip="198.51.100.4", logger=logging.getLogger("t"),
-                                  fetch=fetch)
+    refresher = PublicIpRefresher(
+        PublicIpLookup("", r"(\d+\.\d+\.\d+\.\d+)", refresh_s=60, timeout_s=1,
+                       fallback_ip="198.51.100.4"),
+        logger=logging.getLogger("t"), fetch=fetch)
     refresher.start()
     assert refresher.refresh_once() == "198.51.100.4"
     assert refresher._thread is None

@@ -24,7 +24,7 @@ from scrapy_cluster.embedded import (
     ErrorEcho,
     Supervisor,
 )
-from scrapy_cluster.embedded.progress import ProgressLoop, progress_text
+from scrapy_cluster.embedded.progress import ProgressLoop, ProgressPolicy, progress_text
 from scrapy_cluster.frontier.sync import Frontier
 from scrapy_cluster.settings import load_settings
 from scrapy_cluster.stats.progress import ProgressRate, ProgressReader, ProgressReading
@@ -326,7 +326,7 @@ class Events:
 def test_progress_loop_prints_a_line_only_when_it_changed(redis_client: redis.Redis) -> None:
     output = Events()
     loop = ProgressLoop(ProgressReader.from_settings(load_settings(environ={}), redis_client),
-                        output, interval_s=5, crawlers=lambda: (1, 1))
+                        output, ProgressPolicy(interval_s=5), crawlers=lambda: (1, 1))
     for _ in range(3):
         loop.report_once()
     assert output.lines == [("progress", "0 pages (-/s)  backlog 0  errors 0  crawlers 1/1"),
@@ -342,7 +342,7 @@ def test_progress_loop_says_once_that_redis_does_not_answer() -> None:
     output = Events()
     client = redis.Redis(port=free_port(), socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
     loop = ProgressLoop(ProgressReader.from_settings(load_settings(environ={}), client), output,
-                        interval_s=5, crawlers=lambda: (0, 1))
+                        ProgressPolicy(interval_s=5), crawlers=lambda: (0, 1))
     loop.report_once()
     loop.report_once()
     client.close()

@@ -18,119 +18,16 @@ import pytest
 import redis
 
 from scrapy_cluster import keys
-from scrapy_cluster.bus import create_bus, topics
-from scrapy_cluster.frontier import Frontier
-from scrapy_cluster.settings import load_settings
 from scrapy_cluster.sitegen.site import SiteConfig, SiteServer
 from tests.support.addresses import FAST_ENGINE_CRAWL
+from tests.support.cluster import FastCluster
 from tests.support.hostile import HostilePages, HostileSizes
 from tests.support.services import free_port
 from tests.support.spiders import HANDOFF_SPIDER
 
 pytestmark = pytest.mark.integration
 
-COLLECT_TIMEOUT_S = 40.0
-QUIET_S = 1.0
-PREFIX = "fastengine"
 SLOW_HOST, SLOW_OTHER_HOST = FAST_ENGINE_CRAWL.hosts(5, 6)
-
-
-class FastCluster:
-    """Crawler processes sharing one Redis and one bus, crawling ``site``."""
-
-    def __init__(self, workdir: Path, redis_url: str, bus: dict[str, Any],
-                 site: SiteServer) -> None:
-        self.workdir, self.site = workdir, site
-        self.client = redis.Redis.from_url(redis_url)
-        overrides = {"REDIS_URL": redis_url, "KAFKA_TOPIC_PREFIX": PREFIX, **bus}
-        self.settings = load_settings("crawler", environ={}, overrides=overrides)
-        self.frontier = Frontier.from_settings(self.settings, self.client)
-        self.env = {**os.environ, **{k: str(v) for k, v in overrides.items()},
-                    "CRAWLER_ALLOW_PRIVATE_NETWORKS": "true", "QUEUE_WINDOW": "0",
-                    "SCHEDULER_IP_ENABLED": "false", "PUBLIC_IP_URL": "http://127.0.0.1:1/",
-                    "SC_LOG_LEVEL": "WARNING", "REDIS_STREAM_LINGER_MS": "5",
-                    "RETRY_TIMES": "2", "DOWNLOAD_TIMEOUT": "10", "STATS_CYCLE": "1"}
-        self.processes: list[subprocess.Popen[bytes]] = []
-
-    def start(self, engine: str = "fast", *, spider: str = "link",
-              **env: str) -> subprocess.Popen[bytes]:
-        log = open(self.workdir / f"crawler-{engine}-{len(self.processes)}.log", "ab")  # noqa: SIM115
-        before = set(self.client.scan_iter("stats:crawler:self:*"))
-        process = subprocess.Popen(
-            [sys.executable, "-m", "scrapy_cluster", "crawler", "--engine", engine,
-             "--spider", spider], env={**self.env, **env}, cwd=self.workdir, stdout=log,
-            stderr=log, start_new_session=True)
-        log.close()  # the child keeps its own copy
-        self.processes.append(process)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise AssertionError(f"crawler exited with {process.returncode}")
-            if set(self.client.scan_iter("stats:crawler:self:*")) - before:
-                return process
-            time.sleep(0.1)
-        raise AssertionError("crawler sent no heartbeat within 30 s")
-
-    def stop(self, process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> int:
-        if process.poll() is None:
-            os.killpg(process.pid, sig)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(10)
-        return process.returncode
-
-    def feed(self, url: str, **fields: Any) -> str:
-        crawlid = uuid.uuid4().hex
-        request = {"url": url, "appid": "test", "crawlid": crawlid, "spiderid": "link",
-                   "priority": 5, **fields}
-        assert self.frontier.enqueue_many([request], dedupe=True).queued == 1
-        return crawlid
-
-    def collect(self, crawlid: str, expected: set[str], *, quiet_s: float = QUIET_S,
-                count: int = 0) -> list[dict]:
-        """Items of ``crawlid`` until every expected URL (and at least ``count`` items) came
-        and the bus went quiet."""
-        bus = create_bus(self.settings)
-        consumer = bus.consumer([topics.crawled_firehose(PREFIX)], group=crawlid,
-                                from_beginning=True)
-        found: list[dict] = []
-        deadline, quiet_until = time.monotonic() + COLLECT_TIMEOUT_S, None
-        try:
-            while time.monotonic() < deadline:
-                messages = consumer.poll(200, 0.2)
-                found += [m.value for m in messages
-                          if m.value and m.value.get("crawlid") == crawlid]
-                if quiet_until is None and len(found) >= count \
-                        and expected <= {item["url"] for item in found}:
-                    quiet_until = time.monotonic() + quiet_s
-                if quiet_until is not None and time.monotonic() >= quiet_until:
-                    break
-        finally:
-            consumer.close()
-            bus.close()
-        return found
-
-    def crawl(self, url: str, expected: set[str], **fields: Any) -> tuple[str, list[dict]]:
-        crawlid = self.feed(url, **fields)
-        return crawlid, self.collect(crawlid, expected)
-
-    def settled(self, crawlid: str, timeout_s: float = 10.0, *,
-                spider: str = "link") -> dict[str, Any]:
-        """The crawl's info once nothing is leased any more (acks follow the bus flush)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            info = self.frontier.crawl_info(spider, "test", crawlid).as_dict()
-            leases = self.client.zcard(keys.frontier_leases())
-            if (info["in_flight"] == 0 and leases == 0) or time.monotonic() > deadline:
-                return {**info, "leases": leases}
-            time.sleep(0.1)
-
-    def close(self) -> None:
-        for process in self.processes:
-            self.stop(process)
-        self.client.close()
 
 
 @pytest.fixture(scope="module")

@@ -14,23 +14,16 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
-from scrapy.downloadermiddlewares.defaultheaders import DefaultHeadersMiddleware
-from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
-from scrapy.downloadermiddlewares.useragent import UserAgentMiddleware
-from scrapy.http import Request
 from scrapy.http.headers import Headers
 from scrapy.responsetypes import responsetypes
-from scrapy.utils.test import get_crawler
 
 from scrapy_cluster import keys
 from scrapy_cluster.crawler import response_items
 from scrapy_cluster.crawler.common import items
 from scrapy_cluster.crawler.common.address_guard import AddressGuard
-from scrapy_cluster.crawler.common.funnel import FunnelCounter
 from scrapy_cluster.crawler.fast.app import build_politeness, ssrf_check
-from scrapy_cluster.crawler.fast.async_lease_book import AsyncLeaseBook
 from scrapy_cluster.crawler.fast.domain_hooks import Politeness
-from scrapy_cluster.crawler.fast.engine import EnginePolicy, FastEngine
+from scrapy_cluster.crawler.fast.engine import EngineParts, EnginePolicy, FastEngine
 from scrapy_cluster.crawler.fast.extract import LxmlExtractor
 from scrapy_cluster.crawler.fast.fetch import (
     AiohttpFetcher,
@@ -39,49 +32,25 @@ from scrapy_cluster.crawler.fast.fetch import (
     FetchResponse,
     too_large,
 )
-from scrapy_cluster.crawler.fast.pages import (
-    PageParts,
-    PageProcessor,
-    redirect_target,
-    response_header_dict,
-)
-from scrapy_cluster.crawler.fast.policy import PagePolicy
+from scrapy_cluster.crawler.fast.pages import redirect_target, response_header_dict
 from scrapy_cluster.crawler.fast.requests import build_request, header_dict, last_header
 from scrapy_cluster.crawler.fast.robots import RobotsCache
-from scrapy_cluster.crawler.middlewares import CrawlCookiesMiddleware
 from scrapy_cluster.crawler.page_links import page_links
-from scrapy_cluster.crawler.serialization import request_from_dict
-from scrapy_cluster.crawler.spiders.link import LinkSpider
-from scrapy_cluster.frontier import AsyncFrontier, DispatchView
-from scrapy_cluster.frontier.model import LeasedRequest
+from scrapy_cluster.frontier import AsyncFrontier
 from scrapy_cluster.settings import load_settings
 from scrapy_cluster.sitegen.site import SiteConfig, SiteServer
+from tests.support.fast_engine import CRAWL, POLICY, VIEW, Rig, scrapy_request
 from tests.support.services import free_port
 
-POLICY = PagePolicy.from_settings(load_settings("crawler", environ={}, overrides={
-    "CRAWLER_ALLOW_PRIVATE_NETWORKS": True, "RETRY_TIMES": 2, "REDIRECT_MAX_TIMES": 3}))
-VIEW = DispatchView("link")
 PAGE_URL = "http://example.com/dir/page.html"
 PAGE = (b'<html><head><base href="/sub/"></head><body><a href="a.html">A</a>'
         b'<a href="http://other.org/b c">B</a><a href="/x/doc.pdf">pdf</a>'
         b'<a href="mailto:x@y">m</a></body></html>')
 HEADERS = (("content-type", "text/html; charset=utf-8"), ("Set-Cookie", "a=1"),
            ("set-cookie", "b=2"), ("Content-Length", str(len(PAGE))), ("Connection", "keep-alive"))
-CRAWL = {"appid": "app", "crawlid": "c1", "spiderid": "link", "attrs": {"k": 1},
-         "priority": 5, "maxdepth": 2, "curdepth": 0, "useragent": "ua/1", "cookie": "s=1"}
 
 
 # --- the same item as the Scrapy crawler ----------------------------------------------------
-
-
-def scrapy_request(stored: Mapping[str, Any]) -> Request:
-    """The request the Scrapy crawler sends for ``stored``, through its header middlewares."""
-    request = request_from_dict(stored, LinkSpider())
-    DefaultHeadersMiddleware(POLICY.default_headers).process_request(request)
-    UserAgentMiddleware(POLICY.user_agent).process_request(request)
-    HttpCompressionMiddleware.from_crawler(get_crawler()).process_request(request)
-    CrawlCookiesMiddleware().process_request(request)
-    return request
 
 
 def scrapy_item(stored: Mapping[str, Any], status: int, headers: tuple[tuple[str, str], ...],
@@ -151,7 +120,7 @@ def test_redirect_target_is_joined_and_keeps_the_fragment() -> None:
 
 
 def test_a_domain_gets_at_most_its_share_of_the_slots() -> None:
-    engine = FastEngine(None, None, None, view=lambda: VIEW,  # type: ignore[arg-type]
+    engine = FastEngine(EngineParts(None, None, None, lambda: VIEW),  # type: ignore[arg-type]
                         policy=EnginePolicy(slots=8, per_domain=4, ack_flush_s=1,
                                             reap_interval_s=1))
     shares = []
@@ -227,77 +196,9 @@ def test_fetcher_reports_a_refused_connection() -> None:
 # --- the page logic on a real frontier ------------------------------------------------------
 
 
-class SiteFetcher:
-    """Our ``Fetcher`` seam answering from a dict: url -> response or error."""
-
-    def __init__(self, answers: Mapping[str, FetchResponse | FetchError]) -> None:
-        self.answers = answers
-        self.fetched: list[str] = []
-
-    async def fetch(self, request: FetchRequest, *, timeout_s: float,
-                    max_bytes: int) -> FetchResponse:
-        self.fetched.append(request.url)
-        answer = self.answers.get(request.url, FetchResponse(request.url, 404, (), b"missing"))
-        if isinstance(answer, FetchError):
-            raise answer
-        return answer
-
-    async def close(self) -> None:
-        return None
-
-
 def html(url: str, *links: str, status: int = 200) -> FetchResponse:
     body = "".join(f'<a href="{link}">{link}</a>' for link in links).encode()
     return FetchResponse(url, status, (("Content-Type", "text/html"),), body)
-
-
-class Rig:
-    """A processor on a real AsyncFrontier; items collected in a list (our ``send`` seam)."""
-
-    def __init__(self, redis_url: str, answers: Mapping[str, FetchResponse | FetchError], *,
-                 policy: PagePolicy = POLICY, robots: RobotsCache | None = None,
-                 fetcher: Any = None, spider: Any = None, view: DispatchView = VIEW) -> None:
-        self.client = redis.asyncio.Redis.from_url(redis_url)
-        self.settings = load_settings("crawler", environ={}, overrides={"QUEUE_WINDOW": 0})
-        self.frontier = AsyncFrontier.from_settings(self.settings, self.client)
-        self.funnel = FunnelCounter()
-        self.leases = AsyncLeaseBook(self.frontier, logger=__import__("logging").getLogger(),
-                                     funnel=self.funnel)
-        self.items: list[dict[str, Any]] = []
-        self.fetcher = SiteFetcher(answers) if fetcher is None else fetcher
-        self.view = view
-        self.processor = PageProcessor(PageParts(
-            fetcher=self.fetcher, extractor=LxmlExtractor(), frontier=self.frontier,
-            leases=self.leases, send=self.items.append, funnel=self.funnel,
-            robots=robots, spider=spider), policy)
-
-    async def seed(self, url: str, **fields: Any) -> None:
-        await self.frontier.enqueue_many([{**CRAWL, "url": url, **fields}], dedupe=True)
-
-    async def pop(self, n: int = 100) -> list[LeasedRequest]:
-        result = await self.frontier.pop(self.view, n)
-        for leased in result.requests:
-            self.leases.hold(leased.lease_id, leased.request)
-        return result.requests
-
-    async def process_with_redis_down(self, leased: LeasedRequest) -> None:
-        """Process ``leased`` with its links' enqueue going to an unreachable Redis, then
-        flush the lease book."""
-        down = redis.asyncio.Redis(port=free_port(), socket_connect_timeout=0.5)
-        self.processor.frontier = AsyncFrontier(down, self.frontier.calls)
-        await self.processor.process(leased)
-        await down.aclose()
-        await self.leases.flush()
-
-    async def crawl_one(self) -> list[LeasedRequest]:
-        """Pop one request, process it, ack: the requests it left queued, popped."""
-        (leased,) = await self.pop(1)
-        await self.processor.process(leased)
-        await self.leases.flush()
-        return await self.pop()
-
-    async def close(self) -> None:
-        await self.client.aclose()
 
 
 def run_rig(redis_url: str, answers: Mapping[str, FetchResponse | FetchError],
@@ -462,7 +363,7 @@ def test_the_engine_crawls_a_small_site_once_and_acks_every_lease(
 
     async def scenario(rig: Rig) -> Any:
         await rig.seed("http://a.org/0.html", maxdepth=5)
-        engine = FastEngine(rig.frontier, rig.processor, rig.leases, view=lambda: VIEW,
+        engine = FastEngine(EngineParts(rig.frontier, rig.processor, rig.leases, lambda: VIEW),
                             policy=EnginePolicy(slots=4, per_domain=2, ack_flush_s=0.02,
                                                 reap_interval_s=1))
         task = asyncio.create_task(engine.run())
@@ -595,7 +496,7 @@ def test_a_downloaded_page_frees_its_slot_and_at_most_twice_the_slots_are_in_han
             await rig.seed(url, maxdepth=1)
         gate = GatedLinks(rig.frontier)
         rig.processor.frontier = gate
-        engine = FastEngine(rig.frontier, rig.processor, rig.leases, view=lambda: VIEW,
+        engine = FastEngine(EngineParts(rig.frontier, rig.processor, rig.leases, lambda: VIEW),
                             policy=EnginePolicy(slots=2, per_domain=2, ack_flush_s=0.02,
                                                 reap_interval_s=1))
         task = asyncio.create_task(engine.run())

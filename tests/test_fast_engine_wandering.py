@@ -27,7 +27,7 @@ from scrapy.utils.test import get_crawler
 from scrapy_cluster import keys
 from scrapy_cluster.crawler.common import items
 from scrapy_cluster.crawler.fast.app import check_spider
-from scrapy_cluster.crawler.fast.engine import EnginePolicy, FastEngine
+from scrapy_cluster.crawler.fast.engine import EngineParts, EnginePolicy, FastEngine
 from scrapy_cluster.crawler.fast.extract import LxmlExtractor
 from scrapy_cluster.crawler.fast.fetch import FetchResponse
 from scrapy_cluster.crawler.fast.pages import response_header_dict
@@ -43,8 +43,8 @@ from scrapy_cluster.crawler.spiders.wandering import WanderingSpider as ScrapyWa
 from scrapy_cluster.errors import SettingsError
 from scrapy_cluster.frontier import DispatchView
 from scrapy_cluster.settings import load_settings
+from tests.support.fast_engine import POLICY, Rig, scrapy_request
 from tests.support.spiders import HANDOFF_SPIDER
-from tests.test_fast_engine_units import POLICY, Rig, scrapy_request
 
 VIEW = DispatchView("wandering")
 PAGE_URL = "http://example.com/dir/page.html"
@@ -338,7 +338,7 @@ def test_the_engine_wanders_until_the_walk_ends_and_acks_every_lease(
 
     async def scenario(rig: WanderRig) -> Any:
         await rig.seed("http://example.com/0.html")
-        engine = FastEngine(rig.frontier, rig.processor, rig.leases, view=lambda: VIEW,
+        engine = FastEngine(EngineParts(rig.frontier, rig.processor, rig.leases, lambda: VIEW),
                             policy=EnginePolicy(slots=4, per_domain=2, ack_flush_s=0.02,
                                                 reap_interval_s=1))
         task = asyncio.create_task(engine.run())

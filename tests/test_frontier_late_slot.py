@@ -7,9 +7,8 @@ import pytest
 import redis
 
 from scrapy_cluster import keys
-from tests.support.frontier import VIEW, FrontierFactory, ManualClock
+from tests.support.frontier import VIEW, FrontierFactory, ManualClock, many
 from tests.support.frontier import frontier_factory as frontier_factory  # on both clients
-from tests.test_frontier_throttle import many
 
 pytestmark = pytest.mark.integration
 MODERATED = {"QUEUE_HITS": 10, "QUEUE_WINDOW": 2, "QUEUE_MODERATED": True,

@@ -15,16 +15,13 @@ from tests.support.frontier import (
     VIEW,
     FrontierFactory,
     ManualClock,
+    many,
     pop_urls,
     req,
 )
 from tests.support.frontier import frontier_factory as frontier_factory  # on both clients
 
 pytestmark = pytest.mark.integration
-
-
-def many(domain: str, count: int) -> list[dict[str, object]]:
-    return [req(f"http://{domain}/{i}") for i in range(count)]
 
 
 def test_moderated_spaces_requests_by_window_over_hits(

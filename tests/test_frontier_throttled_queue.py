@@ -5,16 +5,17 @@ from __future__ import annotations
 import pytest
 import redis
 
-from scrapy_cluster.frontier.throttled_queue import RedisThrottledQueue
+from scrapy_cluster.frontier.throttled_queue import QueueThrottle, RedisThrottledQueue
 from scrapy_cluster.queues import RedisPriorityQueue, RedisQueue
 from tests.support.frontier import ManualClock
 
 pytestmark = pytest.mark.integration
 
 
-def throttled(client: redis.Redis, clock: ManualClock, **options: object) -> RedisThrottledQueue:
-    return RedisThrottledQueue(client, RedisPriorityQueue(client, "tq"), 10, 2, clock=clock,
-                               **options)  # type: ignore[arg-type]
+def throttled(client: redis.Redis, clock: ManualClock, *,
+              moderate: bool = False) -> RedisThrottledQueue:
+    return RedisThrottledQueue(client, RedisPriorityQueue(client, "tq"),
+                               QueueThrottle(10, 2, moderate=moderate), clock=clock)
 
 
 def test_pops_in_priority_order_up_to_the_limit(redis_client: redis.Redis) -> None:
@@ -50,8 +51,8 @@ def test_moderated_spaces_pops(redis_client: redis.Redis) -> None:
 
 def test_elastic_catches_up_but_never_beyond_the_limit(redis_client: redis.Redis) -> None:
     clock = ManualClock()
-    queue = RedisThrottledQueue(redis_client, RedisQueue(redis_client, "tq"), 10, 4, moderate=True,
-                                elastic=True, clock=clock)
+    queue = RedisThrottledQueue(redis_client, RedisQueue(redis_client, "tq"),
+                                QueueThrottle(10, 4, moderate=True, elastic=True), clock=clock)
     for i in range(10):
         queue.push(f"item{i}")
     popped = [queue.pop() for _ in range(10)]

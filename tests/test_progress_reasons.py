@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from scrapy_cluster import keys
-from scrapy_cluster.embedded.progress import ProgressLoop, progress_text
+from scrapy_cluster.embedded.progress import ProgressLoop, ProgressPolicy, progress_text
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.frontier.model import CrawlFunnel, DispatchView
 from scrapy_cluster.rest.dashboard import classify
@@ -107,8 +107,8 @@ class Still:
 def test_progress_line_repeats_an_unchanged_line_once_a_minute() -> None:
     now = [0.0]
     output = Events()
-    loop = ProgressLoop(Still(), output, interval_s=5, crawlers=lambda: (1, 1),
-                        repeat_after_s=60, clock=lambda: now[0])
+    loop = ProgressLoop(Still(), output, ProgressPolicy(interval_s=5, repeat_after_s=60),
+                        crawlers=lambda: (1, 1), clock=lambda: now[0])
     for second in range(0, 125, 5):
         now[0] = float(second)
         loop.report_once()

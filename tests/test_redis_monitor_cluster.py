@@ -30,6 +30,7 @@ from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.kafka_monitor.jobs import JobWriter
 from scrapy_cluster.settings import load_settings
 from scrapy_cluster.stats.reasons import NO_CRAWLER
+from tests.support.monitors import monitors_up
 from tests.support.processes import Processes
 
 pytestmark = pytest.mark.integration
@@ -111,13 +112,6 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str | Callab
 
 def lifetime(client: redis.Redis, name: str) -> int:
     return int(client.get(f"stats:redis-monitor:{name}:lifetime") or 0)
-
-
-def monitors_up(client: redis.Redis) -> list[str]:
-    """Live Redis Monitors: their heartbeats (written after their first pass), each named like
-    its member of the job group (``<machine>:<pid>-<random>``)."""
-    members: Any = client.zrange(keys.heartbeat_index("redis-monitor"), 0, -1)
-    return sorted(member.decode() for member in members)
 
 
 def consumer_of(client: redis.Redis, process: subprocess.Popen[bytes]) -> str:

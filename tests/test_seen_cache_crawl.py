@@ -15,8 +15,8 @@ import redis
 
 from scrapy_cluster.sitegen.site import SiteConfig, SiteServer
 from tests.support.addresses import SEEN_CACHE_CRAWL
+from tests.support.cluster import FastCluster
 from tests.support.services import free_port
-from tests.test_fast_engine_crawl import FastCluster
 
 pytestmark = pytest.mark.integration
 

@@ -14,6 +14,7 @@ from scrapy_cluster.stats import (
     Counter,
     HyperLogLogCounter,
     RollingTimeWindow,
+    StepWindows,
     TimeWindow,
     UniqueCounter,
     WindowedStats,
@@ -90,7 +91,7 @@ def test_counter_value_starts_at_start_at(redis_client: redis.Redis, clock: Fake
 
 @pytest.mark.integration
 def test_time_window_counts_are_correct_across_a_roll(redis_client: redis.Redis, clock: FakeClock) -> None:
-    window = TimeWindow(redis_client, "hits", window_s=SECONDS_1_HOUR, clock=clock)
+    window = TimeWindow(redis_client, "hits", StepWindows(window_s=SECONDS_1_HOUR), clock=clock)
     for _ in range(3):
         window.increment()
     first_key = window.get_key()
@@ -102,7 +103,7 @@ def test_time_window_counts_are_correct_across_a_roll(redis_client: redis.Redis,
 
 @pytest.mark.integration
 def test_keep_max_keeps_only_that_many_previous_windows(redis_client: redis.Redis, clock: FakeClock) -> None:
-    window = TimeWindow(redis_client, "hits", window_s=60, keep_max=2, clock=clock)
+    window = TimeWindow(redis_client, "hits", StepWindows(window_s=60, keep_max=2), clock=clock)
     for _ in range(5):
         window.increment()
         clock.advance(60)
@@ -112,7 +113,7 @@ def test_keep_max_keeps_only_that_many_previous_windows(redis_client: redis.Redi
 
 @pytest.mark.integration
 def test_keep_max_deletes_old_windows_after_an_idle_gap(redis_client: redis.Redis, clock: FakeClock) -> None:
-    window = TimeWindow(redis_client, "hits", window_s=60, keep_max=2, clock=clock)
+    window = TimeWindow(redis_client, "hits", StepWindows(window_s=60, keep_max=2), clock=clock)
     window.increment()
     clock.advance(60 * 3)
     window.increment()
@@ -122,21 +123,22 @@ def test_keep_max_deletes_old_windows_after_an_idle_gap(redis_client: redis.Redi
 @pytest.mark.integration
 def test_window_key_ttl_lasts_until_keep_max_windows_have_passed(
         redis_client: redis.Redis, clock: FakeClock) -> None:
-    window = TimeWindow(redis_client, "hits", window_s=60, keep_max=2, clock=clock)
+    window = TimeWindow(redis_client, "hits", StepWindows(window_s=60, keep_max=2), clock=clock)
     window.increment()
     assert redis_client.ttl(window.get_key()) == 3 * 60 - 5
 
 
 @pytest.mark.integration
 def test_start_time_shifts_window_boundaries(redis_client: redis.Redis, clock: FakeClock) -> None:
-    window = TimeWindow(redis_client, "hits", window_s=SECONDS_1_HOUR, start_time_s=HOUR_START_S + 1800,
+    window = TimeWindow(redis_client, "hits",
+                        StepWindows(window_s=SECONDS_1_HOUR, start_time_s=HOUR_START_S + 1800),
                         clock=clock)
     assert window.get_key() == "hits:2016-01-31_18:30:00"
 
 
 @pytest.mark.integration
 def test_roll_false_uses_the_plain_key_and_never_resets(redis_client: redis.Redis, clock: FakeClock) -> None:
-    counter = Counter(redis_client, "total", roll=False, clock=clock)
+    counter = Counter(redis_client, "total", StepWindows(roll=False), clock=clock)
     counter.increment()
     clock.advance(SECONDS_30_DAY)
     counter.increment()
@@ -153,7 +155,7 @@ def test_unique_counter_counts_each_item_once(redis_client: redis.Redis, clock: 
 
 @pytest.mark.integration
 def test_unique_counter_starts_empty_in_a_new_window(redis_client: redis.Redis, clock: FakeClock) -> None:
-    counter = UniqueCounter(redis_client, "visitors", window_s=60, clock=clock)
+    counter = UniqueCounter(redis_client, "visitors", StepWindows(window_s=60), clock=clock)
     counter.increment("a")
     clock.advance(60)
     counter.increment("a")

@@ -29,6 +29,15 @@ import redis
 from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
 from scrapy_cluster.sitegen.throttle_measure import max_in_window
 from tests.support.addresses import CRAWL_CONTRACT
+from tests.support.contract_checks import (
+    ERROR_ITEM_FIELDS,
+    GRAPH_HOSTS,
+    PAGE_ITEM_FIELDS,
+    WHOLE_SITE_DEPTH,
+    by_url,
+    crawl_generated_site,
+    once_each,
+)
 from tests.support.contract_crawl import ENGINES, CrawlRig
 from tests.support.contract_site import (
     ROBOTS_PATH,
@@ -37,7 +46,6 @@ from tests.support.contract_site import (
     absolute_links,
     generated_graph,
     html_page,
-    reachable,
 )
 from tests.support.services import free_port
 
@@ -46,34 +54,9 @@ pytestmark = pytest.mark.integration
 RigFactory = Callable[..., CrawlRig]
 SiteFactory = Callable[..., ContractSite]
 
-# The fields of a page item and of an error item (docs/crawler.md, "Result items"): the same
-# for both engines.
-PAGE_ITEM_FIELDS = frozenset({
-    "url", "response_url", "status_code", "status_msg", "response_headers", "request_headers",
-    "body", "encoding_base64", "body_length", "body_truncated", "links", "attrs", "appid",
-    "crawlid", "spiderid", "timestamp", "encoding"})
-ERROR_ITEM_FIELDS = frozenset({
-    "url", "response_url", "status_code", "status_msg", "error", "retry_times",
-    "request_headers", "links", "attrs", "appid", "crawlid", "spiderid", "timestamp"})
-
-
-def by_url(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Items by URL, after checking there is exactly one per URL."""
-    repeated = {url: n for url, n in Counter(item["url"] for item in items).items() if n > 1}
-    assert not repeated, f"URLs delivered more than once: {repeated}"
-    return {item["url"]: item for item in items}
-
-
-def once_each(urls: set[str] | list[str]) -> Counter[str]:
-    return Counter(dict.fromkeys(urls, 1))
-
 
 # --- 1. a generated site: every page fetched once, one item per page ------------------------
-
-GRAPH_HOSTS = CRAWL_CONTRACT.hosts(101, 102)
-GRAPH_PAGES_PER_HOST = 24
-WHOLE_SITE_DEPTH = 60
-
+# (``crawl_generated_site``, in tests/support/contract_checks.py: test_kafka_bus runs it too)
 
 @pytest.mark.parametrize("crawlers", [1, 2])
 def test_generated_site_every_page_fetched_once_and_delivered_once(
@@ -101,43 +84,6 @@ def test_both_engines_at_once_fetch_every_page_once(
     finally:
         for rig in rigs.values():
             rig.close()
-
-
-def crawl_generated_site(site: ContractSite, rig: CrawlRig, crawlers: int = 1, *,
-                         other_crawlers: int = 0) -> None:
-    """Case 1 on ``site`` with ``crawlers`` crawlers of ``rig`` besides ``other_crawlers``
-    already running (also run over Kafka: test_kafka_bus)."""
-    graph = generated_graph(site, GRAPH_HOSTS, GRAPH_PAGES_PER_HOST)
-    site.add_graph(graph)
-    seed = site.url(GRAPH_HOSTS[0], "/g/0.html")
-    expected = set(reachable(graph, seed, WHOLE_SITE_DEPTH))
-    assert expected == set(graph), "the generated graph must reach every page from the seed"
-    repeated_links = sum(len(links) for links in graph.values()) - len(graph)
-    assert repeated_links > 4 * len(graph), "the site must be full of repeated links"
-    for _ in range(crawlers):
-        rig.start()
-
-    crawlid = rig.feed(seed, maxdepth=WHOLE_SITE_DEPTH)
-    items = rig.collect(crawlid, expected_urls=expected)
-
-    # the site's log: every page exactly once, nothing else; robots.txt once per host and
-    # crawler process at most (each process reads it once)
-    assert site.hits() == once_each(expected)
-    robots = site.hits(robots=True) - site.hits()
-    assert set(robots) == {site.url(host, ROBOTS_PATH) for host in GRAPH_HOSTS}
-    assert max(robots.values()) <= crawlers + other_crawlers, robots
-    # the topic: exactly one item per page, with the page as served
-    assert Counter(item["url"] for item in items) == once_each(expected)
-    for item in items:
-        host, path = site.split(item["url"])
-        body = site.reply(host, path).body
-        links = list(dict.fromkeys(absolute_links(item["url"], graph[item["url"]])))
-        assert (set(item), item["status_code"], item["status_msg"], item["response_url"],
-                item["body"], item["body_length"], item["encoding_base64"],
-                item["body_truncated"], item["encoding"], [link["url"] for link in item["links"]],
-                item["appid"], item["crawlid"], item["spiderid"]) == \
-            (PAGE_ITEM_FIELDS, 200, "OK", item["url"], body.decode(), len(body), False, False,
-             "utf-8", links, "contract", crawlid, "link"), item["url"]
 
 
 # --- 2. the crawl's filters decide exactly which URLs are fetched ---------------------------

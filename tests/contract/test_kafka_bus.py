@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.contract.test_crawl_contract import GRAPH_HOSTS, crawl_generated_site
 from tests.support.bus_fixtures import KAFKA_TEST_SESSION_TIMEOUT_MS
+from tests.support.contract_checks import GRAPH_HOSTS, crawl_generated_site
 from tests.support.contract_crawl import CrawlRig
 from tests.support.contract_site import ContractSite
 

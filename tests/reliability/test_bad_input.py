@@ -5,7 +5,8 @@ Hypothesis draws, per example, one message no plugin may take and one valid craw
 with the bus producer, bytes (not JSON, not UTF-8, over the size limit, nested beyond what
 orjson writes) straight onto the topic (confluent-kafka's own producer; XADD of the entry
 field ``v``), since the bus producer only takes JSON values under BUS_MAX_MESSAGE_BYTES. The
-strategies of ``tests/test_rest_fuzz.py`` build the crawl requests, broken and not.
+strategies of ``tests/support/request_strategies.py`` (also used by the Rest service's fuzzing)
+build the crawl requests, broken and not.
 
 Properties, on both backends: the monitor process is still the same one and still running;
 its lifetime ``fail`` count equals the number of bad messages exactly, and its log holds
@@ -49,7 +50,7 @@ from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.settings import load_settings
 from scrapy_cluster.stats.cluster import ClusterStats
 from tests.support.processes import stop_processes
-from tests.test_rest_fuzz import (
+from tests.support.request_strategies import (
     JSON_SCALARS,
     JSON_VALUES,
     PLACEHOLDER,
@@ -60,7 +61,7 @@ from tests.test_rest_fuzz import (
 EXAMPLES = 300
 MAX_MESSAGE_BYTES = 256 * 1024  # BUS_MAX_MESSAGE_BYTES in these tests
 APPID = "fuzzapp"
-# orjson reads up to 1,024 levels but writes at most 254 (see tests/test_rest_fuzz.py)
+# orjson reads up to 1,024 levels but writes at most 254 (see tests/support/request_strategies.py)
 ORJSON_WRITE_DEPTH = 254
 ORJSON_READ_DEPTH = 1024
 REJECTIONS = ("invalid JSON: ", "request matches no API: ", "plugin ScraperHandler failed: ")

@@ -38,11 +38,11 @@ from scrapy_cluster.frontier.config import DomainConfig, DomainThrottle
 from scrapy_cluster.settings import load_settings
 from scrapy_cluster.sitegen.site import SiteConfig, SiteServer
 from tests.support.addresses import SECURITY
+from tests.support.certificates import write_test_certificates
 from tests.support.processes import Processes
 from tests.support.rest import rest_process
 from tests.support.services import RedisServer, ServiceUnavailable, free_port
 from tests.support.starting import service_unavailable
-from tests.test_security_static import write_test_certificates
 
 REDIS_PASSWORD = "redis-pw-c71e0b"
 API_KEY = "api-key-5f2a9d0c7e1b"

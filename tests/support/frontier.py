@@ -78,6 +78,11 @@ def req(url: str, *, crawlid: str = "c1", appid: str = "app", spiderid: str = "l
     return {"url": url, "crawlid": crawlid, "appid": appid, "spiderid": spiderid, **fields}
 
 
+def many(domain: str, count: int) -> list[dict[str, object]]:
+    """``count`` requests of ``domain``: ``http://<domain>/0`` and on."""
+    return [req(f"http://{domain}/{i}") for i in range(count)]
+
+
 VIEW = DispatchView("link", "10.0.0.1")
 
 

@@ -66,18 +66,19 @@ class RedisStreamsConsumer:
     the group is created again from the start of the stream. An entry claimed
     for the ``policy.max_deliveries + 1``-th time goes to its dead-letter stream
     (0: never; see the module docstring), trimmed to about ``policy.maxlen`` entries.
+    The member's name is ``<host>-<pid>-<8 random hex digits>``, unique per consumer.
     """
 
     def __init__(self, client: redis.Redis, topics: Sequence[str], group: str, *,
                  from_beginning: bool, policy: StreamsPolicy,
-                 clock: Callable[[], float] = time.monotonic, name: str | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._client = client
         self._max_deliveries = policy.max_deliveries
         self._dead_letter_maxlen = policy.maxlen
         self._dead_lettered = 0
         self._topics = {keys.bus_stream(topic): topic for topic in topics}
         self._group = group
-        self._name = name or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._name = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._claim_idle_ms = policy.claim_idle_ms
         self._claim_interval_s = max(policy.claim_idle_ms / 2000, 0.05)
         self._clock = clock

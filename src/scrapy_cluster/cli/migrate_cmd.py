@@ -62,7 +62,7 @@ def _run(settings: Settings, source_url: str, target_url: str | None, dry_run: b
          zookeeper_hosts: str | None) -> Any:
     from scrapy_cluster.frontier.calls import FrontierCalls, FrontierPolicy
     from scrapy_cluster.frontier.codec import DomainExtractor
-    from scrapy_cluster.migration.runner import Migration, MigrationOptions
+    from scrapy_cluster.migration.runner import Migration, MigrationOptions, MigrationParts
 
     same = target_url is None or target_url == source_url
     options = MigrationOptions(dry_run=dry_run, batch_size=int(settings["MIGRATE_BATCH_SIZE"]),
@@ -78,11 +78,12 @@ def _run(settings: Settings, source_url: str, target_url: str | None, dry_run: b
 
             store = open_store(settings, target)
             stack.callback(store.close)
-        migration = Migration(
-            source, target, same=same, source_name=_name(source),
+        parts = MigrationParts(
             calls=FrontierCalls(FrontierPolicy.from_settings(settings), DomainExtractor()),
-            validate=_crawl_validator(settings), options=options,
-            seen=_seen_urls(seen_urls), domain_document=document, domain_store=store)
+            validate=_crawl_validator(settings), seen=_seen_urls(seen_urls),
+            domain_document=document, domain_store=store)
+        migration = Migration(source, target, parts, same=same, source_name=_name(source),
+                              options=options)
         bars = stack.enter_context(_progress_bars())
         return migration.run(bars)
 

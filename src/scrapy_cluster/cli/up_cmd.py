@@ -30,7 +30,7 @@ from scrapy_cluster.embedded import ChildSpec, ComponentLogs, Console, EmbeddedR
 from scrapy_cluster.embedded.console import TerminalSink, event_line
 from scrapy_cluster.embedded.lock import UpLock
 from scrapy_cluster.embedded.preflight import check_bus, check_port_free, check_redis
-from scrapy_cluster.embedded.progress import ProgressLoop
+from scrapy_cluster.embedded.progress import ProgressLoop, ProgressPolicy
 from scrapy_cluster.errors import ScrapyClusterError, ServiceError
 from scrapy_cluster.redis_conn import RedisConfig
 from scrapy_cluster.settings import Settings
@@ -211,16 +211,15 @@ def _supervise(supervisor: Supervisor, progress: ProgressLoop | None) -> None:
 def _progress_loop(settings: Settings, client: redis.Redis, console: Console,
                    supervisor: Supervisor, crawlers: int) -> ProgressLoop | None:
     """The progress line's loop, or None when UP_PROGRESS_INTERVAL_S is 0."""
-    interval_s = float(settings["UP_PROGRESS_INTERVAL_S"])
-    if interval_s <= 0:
+    policy = ProgressPolicy.from_settings(settings)
+    if policy.interval_s <= 0:
         return None
 
     def running() -> tuple[int, int]:
         return sum(1 for name in supervisor.pids() if name.startswith("crawler-")), crawlers
 
-    return ProgressLoop(ProgressReader.from_settings(settings, client), console,
-                        interval_s=interval_s, crawlers=running,
-                        rate_window_s=max(3 * float(settings["STATS_CYCLE"]), 2 * interval_s))
+    return ProgressLoop(ProgressReader.from_settings(settings, client), console, policy,
+                        crawlers=running)
 
 
 def dashboard_base(rest_env: Mapping[str, str]) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from itemadapter import ItemAdapter
@@ -31,15 +33,30 @@ FLUSH_TIMEOUT_S = 10.0
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class ItemRouting:
+    """Where items go and how large they may be: KAFKA_TOPIC_PREFIX, KAFKA_APPID_TOPICS and
+    BUS_MAX_MESSAGE_BYTES."""
+
+    prefix: str
+    appid_topics: bool
+    max_bytes: int
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> ItemRouting:
+        return cls(prefix=str(settings["KAFKA_TOPIC_PREFIX"]),
+                   appid_topics=bool(settings["KAFKA_APPID_TOPICS"]),
+                   max_bytes=int(settings["BUS_MAX_MESSAGE_BYTES"]))
+
+
 class BusPipeline:
     """Produces result items (see module docstring). Produce calls buffer; ``confirm`` flushes."""
 
-    def __init__(self, bus: Any, producer: Any, *, prefix: str, appid_topics: bool,
-                 max_bytes: int, crawler: Crawler | None = None,
-                 funnel: FunnelCounter | None = None) -> None:
+    def __init__(self, bus: Any, producer: Any, routing: ItemRouting, *,
+                 crawler: Crawler | None = None, funnel: FunnelCounter | None = None) -> None:
         self.bus, self.producer = bus, producer
-        self.prefix, self.appid_topics = prefix, appid_topics
-        self.max_bytes = max(4096, max_bytes - ENVELOPE_MARGIN_BYTES)
+        self.prefix, self.appid_topics = routing.prefix, routing.appid_topics
+        self.max_bytes = max(4096, routing.max_bytes - ENVELOPE_MARGIN_BYTES)
         self.crawler = crawler
         self._failure: BaseException | None = None
         self.funnel = funnel
@@ -49,10 +66,8 @@ class BusPipeline:
     def from_crawler(cls, crawler: Crawler) -> BusPipeline:
         settings = cluster_settings(crawler)
         bus = create_bus(settings)
-        pipeline = cls(bus, bus.producer(), prefix=str(settings["KAFKA_TOPIC_PREFIX"]),
-                       appid_topics=bool(settings["KAFKA_APPID_TOPICS"]),
-                       max_bytes=int(settings["BUS_MAX_MESSAGE_BYTES"]), crawler=crawler,
-                       funnel=funnel_for(crawler))
+        pipeline = cls(bus, bus.producer(), ItemRouting.from_settings(settings),
+                       crawler=crawler, funnel=funnel_for(crawler))
         crawler.signals.connect(pipeline.spider_opened, signal=signals.spider_opened)
         return pipeline
 

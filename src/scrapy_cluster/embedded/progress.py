@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import redis
 
@@ -50,22 +51,38 @@ def progress_text(reading: ProgressReading, rate_per_s: float | None,
     return "  ".join(part for part in parts if part)
 
 
+@dataclass(frozen=True)
+class ProgressPolicy:
+    """A line every ``interval_s`` (UP_PROGRESS_INTERVAL_S; 0: no progress line), the page
+    rate over ``rate_window_s``, an unchanged line again after ``repeat_after_s``."""
+
+    interval_s: float
+    rate_window_s: float = 15.0
+    repeat_after_s: float = REPEAT_AFTER_S
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> ProgressPolicy:
+        """The rate window spans three stats flushes (3 x STATS_CYCLE) and two lines."""
+        interval_s = float(settings["UP_PROGRESS_INTERVAL_S"])
+        return cls(interval_s=interval_s,
+                   rate_window_s=max(3 * float(settings["STATS_CYCLE"]), 2 * interval_s))
+
+
 class ProgressLoop:
     """A daemon thread printing a progress line every ``interval_s`` until ``stop()`` (an
     unchanged line at most every ``repeat_after_s``; ``clock`` is monotonic seconds)."""
 
-    def __init__(self, reader: ReadsProgress, output: EventOutput, *, interval_s: float,
-                 crawlers: Callable[[], tuple[int, int]], rate_window_s: float = 15.0,
-                 repeat_after_s: float = REPEAT_AFTER_S,
+    def __init__(self, reader: ReadsProgress, output: EventOutput, policy: ProgressPolicy, *,
+                 crawlers: Callable[[], tuple[int, int]],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.reader = reader
         self.output = output
-        self.interval_s = interval_s
+        self.interval_s = policy.interval_s
         self.crawlers = crawlers
-        self.repeat_after_s = repeat_after_s
+        self.repeat_after_s = policy.repeat_after_s
         self.clock = clock
         self._printed_at_s = float("-inf")
-        self._rate = ProgressRate(rate_window_s)
+        self._rate = ProgressRate(policy.rate_window_s)
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="up-progress", daemon=True)
         self._failing = False

@@ -10,6 +10,7 @@ fell behind catch up, but never beyond ``limit`` per window.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import redis
@@ -31,20 +32,34 @@ class ThrottleableQueue(Protocol):
     def clear(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class QueueThrottle:
+    """How fast a ``RedisThrottledQueue`` may be popped: at most ``limit`` pops in any
+    sliding ``window_s``; ``moderate`` spaces them by window/limit; ``elastic`` lets a
+    moderated queue that fell behind catch up (``elastic_buffer`` extra slots), never beyond
+    ``limit`` per window."""
+
+    window_s: float
+    limit: int
+    moderate: bool = False
+    elastic: bool = False
+    elastic_buffer: int = 0
+
+
 class RedisThrottledQueue:
     """``pop`` is two round trips: take a slot (one script, only if the queue has items),
     then pop. If another process empties the queue in between, that slot is spent
     without an item: the limit can be under-used, never exceeded."""
 
-    def __init__(self, redis_client: redis.Redis, queue: ThrottleableQueue, window_s: float,
-                 limit: int, *, moderate: bool = False, elastic: bool = False,
-                 elastic_buffer: int = 0, window_key: str | None = None,
+    def __init__(self, redis_client: redis.Redis, queue: ThrottleableQueue,
+                 throttle: QueueThrottle, *, window_key: str | None = None,
                  moderation_key: str | None = None, clock: Clock | None = None) -> None:
         self.redis = redis_client
         self.queue = queue
-        self.window_ms = int(window_s * 1000)
-        self.limit = int(limit)
-        self.moderate, self.elastic, self.elastic_buffer = moderate, elastic, int(elastic_buffer)
+        self.window_ms = int(throttle.window_s * 1000)
+        self.limit = int(throttle.limit)
+        self.moderate, self.elastic = throttle.moderate, throttle.elastic
+        self.elastic_buffer = int(throttle.elastic_buffer)
         self.window_key = window_key or keys.throttled_queue_window(queue.key)
         self.moderation_key = moderation_key or keys.throttled_queue_time(queue.key)
         self.clock = clock

@@ -77,23 +77,35 @@ class KafkaMonitorPolicy:
                    count_plugins=bool(settings["STATS_PLUGINS"]))
 
 
+@dataclass(frozen=True)
+class KafkaMonitorParts:
+    """The collaborators the loop works with, built by ``KafkaMonitor.from_settings``."""
+
+    consumer: BusConsumer
+    validator: RequestValidator
+    plugins: Sequence[BaseHandler]
+    redis_client: redis.Redis
+    stats: WindowedStats
+    logger: logging.Logger
+    heartbeat: Heartbeat
+    stats_dump: StatsDump
+    backoff: Backoff
+
+
 class KafkaMonitor:
     """Validates API requests from the bus and hands each to the first plugin accepting it."""
 
-    def __init__(self, *, consumer: BusConsumer, validator: RequestValidator,
-                 plugins: Sequence[BaseHandler], redis_client: redis.Redis,
-                 stats: WindowedStats, logger: logging.Logger, heartbeat: Heartbeat,
-                 stats_dump: StatsDump, backoff: Backoff,
+    def __init__(self, parts: KafkaMonitorParts, *,
                  policy: KafkaMonitorPolicy = KafkaMonitorPolicy()) -> None:
-        self.consumer = consumer
-        self.validator = validator
-        self.plugins = {plugin.name: plugin for plugin in plugins}
-        self.redis = redis_client
-        self.stats = stats
-        self.logger = logger
-        self.heartbeat = heartbeat
-        self.stats_dump = stats_dump
-        self.backoff = backoff
+        self.consumer = parts.consumer
+        self.validator = parts.validator
+        self.plugins = {plugin.name: plugin for plugin in parts.plugins}
+        self.redis = parts.redis_client
+        self.stats = parts.stats
+        self.logger = parts.logger
+        self.heartbeat = parts.heartbeat
+        self.stats_dump = parts.stats_dump
+        self.backoff = parts.backoff
         self.policy = policy
 
     @classmethod
@@ -107,13 +119,15 @@ class KafkaMonitor:
         interval_s = min(5.0, float(settings["HEARTBEAT_TIMEOUT"]) / 3)
         names = [TOTAL, FAIL, *(plugin.name for plugin in plugins)]
         return cls(
-            consumer=consumer, validator=validator, plugins=plugins, redis_client=redis_client,
-            stats=stats, logger=logger,
-            heartbeat=Heartbeat(stats, machine=machine, process_id=process_id,
-                                interval_s=interval_s, clock=clock, info=NodeInfo()),
-            stats_dump=StatsDump(stats, names, interval_s=float(settings["STATS_DUMP"]),
-                                 clock=clock, logger=logger),
-            backoff=Backoff(sleep=sleep), policy=KafkaMonitorPolicy.from_settings(settings))
+            KafkaMonitorParts(
+                consumer=consumer, validator=validator, plugins=plugins,
+                redis_client=redis_client, stats=stats, logger=logger,
+                heartbeat=Heartbeat(stats, machine=machine, process_id=process_id,
+                                    interval_s=interval_s, clock=clock, info=NodeInfo()),
+                stats_dump=StatsDump(stats, names, interval_s=float(settings["STATS_DUMP"]),
+                                     clock=clock, logger=logger),
+                backoff=Backoff(sleep=sleep)),
+            policy=KafkaMonitorPolicy.from_settings(settings))
 
     def run(self, should_stop: Callable[[], bool]) -> None:
         """Process batches until ``should_stop()``; the batch in hand is finished first."""

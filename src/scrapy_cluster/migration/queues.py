@@ -53,16 +53,24 @@ class _Batch:
                 summary.dropped_fields.update(dropped)
 
 
+@dataclass(frozen=True)
+class ImportPacing:
+    """MIGRATE_BATCH_SIZE members per batch, MIGRATE_BATCH_PAUSE_S seconds between batches."""
+
+    batch_size: int
+    pause_s: float = 0.0
+
+
 class QueueImporter:
     """Feeds staged original queues to the frontier (see module docstring)."""
 
     def __init__(self, target: redis.Redis, calls: FrontierCalls, *, journal: Journal,
-                 validate: ApiValidator | None, batch_size: int, pause_s: float = 0.0,
+                 validate: ApiValidator | None, pacing: ImportPacing,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.target, self.calls, self.journal = target, calls, journal
         self.scripts = FrontierScripts(target)
-        self.validate, self.batch_size = validate, max(1, batch_size)
-        self.pause_s, self.sleep = pause_s, sleep
+        self.validate, self.batch_size = validate, max(1, pacing.batch_size)
+        self.pause_s, self.sleep = pacing.pause_s, sleep
         self.seen_in_dry_run: dict[tuple[str, str], set[str]] = defaultdict(set)
 
     def import_key(self, legacy_key: str, staging: str, summary: Summary,

@@ -24,7 +24,12 @@ from scrapy_cluster.domain_config import DomainConfigStore, DomainDocument
 from scrapy_cluster.frontier.calls import FrontierCalls
 from scrapy_cluster.migration import legacy, steps, upgrades
 from scrapy_cluster.migration.dupefilters import DupefilterImporter, SeenUrls
-from scrapy_cluster.migration.queues import ApiValidator, Progress, QueueImporter
+from scrapy_cluster.migration.queues import (
+    ApiValidator,
+    ImportPacing,
+    Progress,
+    QueueImporter,
+)
 from scrapy_cluster.migration.source import Journal, LegacyKeys, LegacySource
 from scrapy_cluster.migration.summary import Summary
 
@@ -40,23 +45,34 @@ class MigrationOptions:
     dupefilter_ttl_ms: int = 600_000
 
 
+@dataclass(frozen=True)
+class MigrationParts:
+    """What a run works with besides the two Redis clients: the frontier's call builders, the
+    crawl schema's check, the ``--seen-urls`` list and the operators' domain document with
+    the store it is merged into (both or neither)."""
+
+    calls: FrontierCalls
+    validate: ApiValidator | None
+    seen: SeenUrls | None = None
+    domain_document: DomainDocument | None = None
+    domain_store: DomainConfigStore | None = None
+
+
 class Migration:
     """Imports an original deployment's Redis state from ``source`` into ``target``."""
 
-    def __init__(self, source: redis.Redis, target: redis.Redis, *, same: bool,
-                 source_name: str, calls: FrontierCalls, validate: ApiValidator | None,
-                 options: MigrationOptions, seen: SeenUrls | None = None,
-                 domain_document: DomainDocument | None = None,
-                 domain_store: DomainConfigStore | None = None) -> None:
+    def __init__(self, source: redis.Redis, target: redis.Redis, parts: MigrationParts, *,
+                 same: bool, source_name: str, options: MigrationOptions) -> None:
         self.source, self.target, self.same, self.options = source, target, same, options
         self.journal = Journal(target, "same" if same else source_name)
         self.legacy = LegacySource(source, target, same=same, journal=self.journal)
-        self.queues = QueueImporter(target, calls, journal=self.journal, validate=validate,
-                                    batch_size=options.batch_size, pause_s=options.pause_s)
+        self.queues = QueueImporter(
+            target, parts.calls, journal=self.journal, validate=parts.validate,
+            pacing=ImportPacing(batch_size=options.batch_size, pause_s=options.pause_s))
         self.dupefilters = DupefilterImporter(
-            target, journal=self.journal, seen=seen or SeenUrls(),
+            target, journal=self.journal, seen=parts.seen or SeenUrls(),
             batch_size=options.batch_size, dupefilter_ttl_ms=options.dupefilter_ttl_ms)
-        self.domain_document, self.domain_store = domain_document, domain_store
+        self.domain_document, self.domain_store = parts.domain_document, parts.domain_store
 
     def run(self, progress_factory: ProgressFactory) -> Summary:
         dry_run = self.options.dry_run

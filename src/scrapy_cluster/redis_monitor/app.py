@@ -21,6 +21,7 @@ from scrapy_cluster.redis_monitor.answer_sender import AnswerSender
 from scrapy_cluster.redis_monitor.jobs import JobQueue
 from scrapy_cluster.redis_monitor.monitor import (
     RedisMonitor,
+    RedisMonitorParts,
     RedisMonitorPolicy,
     plugin_settings_names,
 )
@@ -81,11 +82,14 @@ def open_monitor(settings: Mapping[str, Any], logger: logging.Logger, *,
                             interval_s=float(settings["STATS_DUMP"]), clock=time.monotonic,
                             logger=logger, title="Redis Monitor").dump_if_due]
         monitor = RedisMonitor(
-            queue=queue, plugins=plugins, redis_client=redis_client, answers=answers,
-            stats=stats, logger=logger,
-            heartbeat=Heartbeat(stats, machine=machine, process_id=node,
-                                interval_s=interval_s, clock=time.monotonic, info=NodeInfo()),
-            backoff=Backoff(), policy=RedisMonitorPolicy.from_settings(settings), chores=chores)
+            RedisMonitorParts(
+                queue=queue, plugins=plugins, redis_client=redis_client, answers=answers,
+                stats=stats, logger=logger,
+                heartbeat=Heartbeat(stats, machine=machine, process_id=node,
+                                    interval_s=interval_s, clock=time.monotonic,
+                                    info=NodeInfo()),
+                backoff=Backoff()),
+            policy=RedisMonitorPolicy.from_settings(settings), chores=chores)
         if bool(settings["MONITORING_LOG"]):
             monitor.chores.append(MonitoringLine.from_settings(
                 settings, breaker=breaker_for(settings, redis_client, clock), frontier=frontier,

@@ -91,23 +91,35 @@ class RedisMonitorPolicy:
                    count_plugins=bool(settings["STATS_PLUGINS"]))
 
 
+@dataclass(frozen=True)
+class RedisMonitorParts:
+    """The collaborators the loop works with, built by the composition root (``app.py``)."""
+
+    queue: JobQueue
+    plugins: Sequence[BaseMonitor]
+    redis_client: redis.Redis
+    answers: AnswerSender
+    stats: WindowedStats
+    logger: logging.Logger
+    heartbeat: Heartbeat
+    backoff: Backoff
+
+
 class RedisMonitor:
     """Serves Redis Monitor jobs with plugins (see the module docstring)."""
 
-    def __init__(self, *, queue: JobQueue, plugins: Sequence[BaseMonitor],
-                 redis_client: redis.Redis, answers: AnswerSender, stats: WindowedStats,
-                 logger: logging.Logger, heartbeat: Heartbeat, backoff: Backoff,
+    def __init__(self, parts: RedisMonitorParts, *,
                  policy: RedisMonitorPolicy = RedisMonitorPolicy(),
                  clock: Callable[[], float] = time.monotonic,
                  chores: Sequence[Callable[[], None]] = ()) -> None:
-        self.queue = queue
-        self.plugins = list(plugins)
-        self.redis = redis_client
-        self.answers = answers
-        self.stats = stats
-        self.logger = logger
-        self.heartbeat = heartbeat
-        self.backoff = backoff
+        self.queue = parts.queue
+        self.plugins = list(parts.plugins)
+        self.redis = parts.redis_client
+        self.answers = parts.answers
+        self.stats = parts.stats
+        self.logger = parts.logger
+        self.heartbeat = parts.heartbeat
+        self.backoff = parts.backoff
         self.policy = policy
         self.clock = clock
         self.chores = list(chores)

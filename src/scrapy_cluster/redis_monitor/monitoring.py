@@ -58,14 +58,25 @@ class MonitoringPolicy:
                    dump_crawl=bool(settings["STATS_DUMP_CRAWL"]))
 
 
+@dataclass(frozen=True)
+class MonitoringParts:
+    """What the event is read from: the breaker's snapshot, the frontier's backlog, the
+    cluster's crawler stats and the throttle overrides (through ``redis_client``)."""
+
+    breaker: CircuitBreaker
+    frontier: Frontier
+    cluster: ClusterStats
+    redis_client: redis.Redis
+    logger: logging.Logger
+
+
 class MonitoringLine:
     """Builds and logs the event; ``log_if_due`` is a monitor chore."""
 
-    def __init__(self, *, breaker: CircuitBreaker, frontier: Frontier, cluster: ClusterStats,
-                 redis_client: redis.Redis, logger: logging.Logger, policy: MonitoringPolicy,
+    def __init__(self, parts: MonitoringParts, *, policy: MonitoringPolicy,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.breaker, self.frontier, self.cluster = breaker, frontier, cluster
-        self.redis, self.logger = redis_client, logger
+        self.breaker, self.frontier, self.cluster = parts.breaker, parts.frontier, parts.cluster
+        self.redis, self.logger = parts.redis_client, parts.logger
         self.policy = policy
         self.clock = clock
         self._next_s = clock() + policy.interval_s
@@ -74,8 +85,9 @@ class MonitoringLine:
     def from_settings(cls, settings: Mapping[str, Any], *, breaker: CircuitBreaker,
                       frontier: Frontier, cluster: ClusterStats, redis_client: redis.Redis,
                       logger: logging.Logger) -> MonitoringLine:
-        return cls(breaker=breaker, frontier=frontier, cluster=cluster, redis_client=redis_client,
-                   logger=logger, policy=MonitoringPolicy.from_settings(settings))
+        return cls(MonitoringParts(breaker=breaker, frontier=frontier, cluster=cluster,
+                                   redis_client=redis_client, logger=logger),
+                   policy=MonitoringPolicy.from_settings(settings))
 
     def log_if_due(self) -> None:
         if self.policy.interval_s <= 0 or self.clock() < self._next_s:

@@ -12,6 +12,7 @@ from scrapy_cluster.stats.counters import (
     Counter,
     HyperLogLogCounter,
     StepCounter,
+    StepWindows,
     TimeWindow,
     UniqueCounter,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "HyperLogLogCounter",
     "RollingTimeWindow",
     "StepCounter",
+    "StepWindows",
     "TimeWindow",
     "UniqueCounter",
     "WindowedStats",

@@ -7,6 +7,8 @@ one are kept and older ones are deleted: by one DEL when this process first
 writes into a new window, and, as a backstop, by a TTL of ``keep_max + 1``
 windows. With ``roll=False`` the counter uses ``key`` itself and never resets.
 
+The windows are a ``StepWindows`` (window_s, roll, keep_max, start_time_s) passed after the key.
+
 Kinds: ``Counter``/``TimeWindow`` (integer), ``UniqueCounter`` (exact distinct
 items, a SET), ``HyperLogLogCounter`` (approximate distinct items, ~0.81%
 error), ``BitmapCounter`` (distinct integer ids, a bitmap).
@@ -15,6 +17,7 @@ error), ``BitmapCounter`` (distinct integer ids, a bitmap).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -23,28 +26,32 @@ from scrapy_cluster import keys
 from scrapy_cluster.stats.windows import SECONDS_1_HOUR, Clock, system_clock
 
 
+@dataclass(frozen=True)
+class StepWindows:
+    """How a step-window counter cuts time: windows of ``window_s`` starting at
+    ``start_time_s + k * window_s``, a key per window when ``roll``, ``keep_max`` earlier
+    windows kept (see the module docstring)."""
+
+    window_s: int = SECONDS_1_HOUR
+    roll: bool = True
+    keep_max: int = 12
+    start_time_s: int = 0
+
+
 class StepCounter:
     """Shared window arithmetic and key life cycle of the step-window counters."""
 
-    def __init__(
-        self,
-        redis_client: redis.Redis,
-        key: str,
-        *,
-        window_s: int = SECONDS_1_HOUR,
-        roll: bool = True,
-        keep_max: int = 12,
-        start_time_s: int = 0,
-        clock: Clock | None = None,
-    ) -> None:
+    def __init__(self, redis_client: redis.Redis, key: str,
+                 windows: StepWindows = StepWindows(), *, clock: Clock | None = None) -> None:
+        window_s, keep_max = windows.window_s, windows.keep_max
         if window_s <= 0 or keep_max < 0:
             raise ValueError(f"need window_s > 0 and keep_max >= 0, got {window_s!r}, {keep_max!r}")
         self.redis = redis_client
         self.key = key
         self.window_s = int(window_s)
-        self.roll = roll
+        self.roll = windows.roll
         self.keep_max = keep_max
-        self.start_time_s = int(start_time_s)
+        self.start_time_s = int(windows.start_time_s)
         self.clock = clock or system_clock
         self._last_window_start: int | None = None
 
@@ -95,8 +102,10 @@ class StepCounter:
 class Counter(StepCounter):
     """A distributed integer counter, optionally per window; ``value()`` starts at ``start_at``."""
 
-    def __init__(self, redis_client: redis.Redis, key: str, *, start_at: int = 0, **options: Any) -> None:
-        super().__init__(redis_client, key, **options)
+    def __init__(self, redis_client: redis.Redis, key: str,
+                 windows: StepWindows = StepWindows(), *, start_at: int = 0,
+                 clock: Clock | None = None) -> None:
+        super().__init__(redis_client, key, windows, clock=clock)
         self.start_at = start_at
 
     def increment(self, amount: int = 1, *, pipe: Any = None) -> None:
@@ -112,8 +121,9 @@ class Counter(StepCounter):
 class TimeWindow(Counter):
     """Hits in the current fixed window (e.g. this hour); rolls to a new key each window."""
 
-    def __init__(self, redis_client: redis.Redis, key: str, **options: Any) -> None:
-        super().__init__(redis_client, key, start_at=0, **options)
+    def __init__(self, redis_client: redis.Redis, key: str,
+                 windows: StepWindows = StepWindows(), *, clock: Clock | None = None) -> None:
+        super().__init__(redis_client, key, windows, start_at=0, clock=clock)
 
 
 class UniqueCounter(StepCounter):

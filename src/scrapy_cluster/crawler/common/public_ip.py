@@ -15,6 +15,7 @@ import re
 import threading
 import urllib.request
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 UNKNOWN_IP = "0.0.0.0"
@@ -26,15 +27,34 @@ def fetch_text(url: str, timeout_s: float) -> str:
         return bytes(answer.read(4096)).decode("utf-8", errors="replace")
 
 
+@dataclass(frozen=True)
+class PublicIpLookup:
+    """Where and how often the public IP is looked up: ``url`` (PUBLIC_IP_URL, empty: never),
+    ``pattern`` (IP_ADDR_REGEX), ``refresh_s`` (SCHEDULER_IP_REFRESH), ``timeout_s``
+    (CRAWLER_PUBLIC_IP_TIMEOUT_S) and ``fallback_ip`` (PUBLIC_IP) until a lookup succeeds."""
+
+    url: str
+    pattern: str
+    refresh_s: float
+    timeout_s: float
+    fallback_ip: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> PublicIpLookup:
+        return cls(str(settings["PUBLIC_IP_URL"]), str(settings["IP_ADDR_REGEX"]),
+                   refresh_s=float(settings["SCHEDULER_IP_REFRESH"]),
+                   timeout_s=float(settings["CRAWLER_PUBLIC_IP_TIMEOUT_S"]),
+                   fallback_ip=settings.get("PUBLIC_IP"))
+
+
 class PublicIpRefresher:
     """Holds the last known public IP; ``start()`` refreshes it periodically off-thread."""
 
-    def __init__(self, url: str, pattern: str, *, refresh_s: float, timeout_s: float,
-                 fallback_ip: str | None, logger: logging.Logger,
+    def __init__(self, lookup: PublicIpLookup, *, logger: logging.Logger,
                  fetch: Fetch = fetch_text) -> None:
-        self.url, self.pattern = url, re.compile(pattern)
-        self.refresh_s, self.timeout_s = refresh_s, timeout_s
-        self._ip = fallback_ip or UNKNOWN_IP
+        self.url, self.pattern = lookup.url, re.compile(lookup.pattern)
+        self.refresh_s, self.timeout_s = lookup.refresh_s, lookup.timeout_s
+        self._ip = lookup.fallback_ip or UNKNOWN_IP
         self._logger, self._fetch = logger, fetch
         self._failing = False
         self._stop = threading.Event()
@@ -42,10 +62,7 @@ class PublicIpRefresher:
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], logger: logging.Logger) -> PublicIpRefresher:
-        return cls(str(settings["PUBLIC_IP_URL"]), str(settings["IP_ADDR_REGEX"]),
-                   refresh_s=float(settings["SCHEDULER_IP_REFRESH"]),
-                   timeout_s=float(settings["CRAWLER_PUBLIC_IP_TIMEOUT_S"]),
-                   fallback_ip=settings.get("PUBLIC_IP"), logger=logger)
+        return cls(PublicIpLookup.from_settings(settings), logger=logger)
 
     def current(self) -> str:
         return self._ip

@@ -33,8 +33,8 @@ from scrapy_cluster.crawler.common.response_stats import NO_RESPONSE, ResponseSt
 from scrapy_cluster.crawler.common.retry_after import RetryAfterPauser
 from scrapy_cluster.crawler.common.telemetry import FetchTelemetry
 from scrapy_cluster.crawler.fast.async_lease_book import AsyncLeaseBook
-from scrapy_cluster.crawler.fast.domain_hooks import Politeness
-from scrapy_cluster.crawler.fast.engine import EnginePolicy, FastEngine
+from scrapy_cluster.crawler.fast.domain_hooks import Politeness, RobotsCrawlDelay
+from scrapy_cluster.crawler.fast.engine import EngineParts, EnginePolicy, FastEngine
 from scrapy_cluster.crawler.fast.extract import LxmlExtractor
 from scrapy_cluster.crawler.fast.fetch import AiohttpFetcher, FetchError, FetchRequest
 from scrapy_cluster.crawler.fast.item_sender import ItemSender
@@ -104,15 +104,17 @@ def build_politeness(settings: Mapping[str, Any], policy: PagePolicy, frontier: 
     """Late sends, Retry-After and Crawl-delay with the Scrapy crawler's settings."""
     crawl_delay = None
     if policy.robots_obey:
-        crawl_delay = CrawlDelay(sync_client, default_hits=int(settings["QUEUE_HITS"]),
-                                 default_window_s=float(settings["QUEUE_WINDOW"])).apply
+        crawl_delay = RobotsCrawlDelay(
+            CrawlDelay(sync_client, default_hits=int(settings["QUEUE_HITS"]),
+                       default_window_s=float(settings["QUEUE_WINDOW"])).apply,
+            user_agent=policy.robots_user_agent or policy.user_agent,
+            domain_of=DomainExtractor())
     return Politeness(
         frontier, view, LateSendBook(int(settings["THROTTLE_LATE_SEND_MS"]),
                                      int(settings["THROTTLE_SEND_ALLOWANCE_MS"])),
         retry_after=RetryAfterPauser(DomainPauses(sync_client),
                                      max_s=float(settings["RETRY_AFTER_MAX_S"])),
-        crawl_delay=crawl_delay, user_agent=policy.robots_user_agent or policy.user_agent,
-        domain_of=DomainExtractor())
+        crawl_delay=crawl_delay)
 
 
 def run_fast_crawler(settings: Mapping[str, Any]) -> None:
@@ -203,7 +205,7 @@ async def _main(settings: Mapping[str, Any]) -> None:
         await asyncio.to_thread(observer.stats.flush)
 
     engine = FastEngine(
-        frontier, processor, leases, view=view, politeness=politeness,
+        EngineParts(frontier, processor, leases, view=view, politeness=politeness),
         policy=EnginePolicy.from_settings(settings),
         periodic=((float(settings["STATS_CYCLE"]), flush_stats),))
     if ip_enabled:

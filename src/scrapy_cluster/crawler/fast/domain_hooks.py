@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from protego import Protego
@@ -27,18 +28,26 @@ from scrapy_cluster.frontier.model import DispatchView, LeasedRequest
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class RobotsCrawlDelay:
+    """How a robots.txt ``Crawl-delay`` is obeyed: ``apply`` is ``CrawlDelay.apply(domain,
+    delay_s)``, the delay is the one for ``user_agent``, ``domain_of`` is the frontier's
+    registered domain of a URL."""
+
+    apply: Callable[[str, float], Any]
+    user_agent: str = ""
+    domain_of: Callable[[str], str] = str
+
+
 class Politeness:
-    """Late sends, Retry-After and Crawl-delay (see module docstring). ``crawl_delay``:
-    ``CrawlDelay.apply(domain, delay_s)``; ``domain_of``: the frontier's registered domain
-    of a URL."""
+    """Late sends, Retry-After and Crawl-delay (see module docstring); no ``crawl_delay``:
+    robots.txt delays are not obeyed."""
 
     def __init__(self, frontier: Any, view: Callable[[], DispatchView], late_sends: LateSendBook,
                  *, retry_after: RetryAfterPauser | None = None,
-                 crawl_delay: Callable[[str, float], Any] | None = None,
-                 user_agent: str = "", domain_of: Callable[[str], str] = str) -> None:
+                 crawl_delay: RobotsCrawlDelay | None = None) -> None:
         self.frontier, self.view, self.late_sends = frontier, view, late_sends
         self.retry_after, self.crawl_delay = retry_after, crawl_delay
-        self.user_agent, self.domain_of = user_agent, domain_of
 
     def dispatched(self, leased: LeasedRequest, received_at_s: float) -> None:
         self.late_sends.dispatched(leased, received_at_s)
@@ -77,8 +86,9 @@ class Politeness:
             await asyncio.to_thread(self.retry_after.apply, domain, wait_s)
 
     async def robots_parsed(self, url: str, parser: Protego) -> None:
-        if self.crawl_delay is None:
+        obey = self.crawl_delay
+        if obey is None:
             return
-        delay_s = parser.crawl_delay(self.user_agent)
+        delay_s = parser.crawl_delay(obey.user_agent)
         if delay_s and delay_s > 0:
-            await asyncio.to_thread(self.crawl_delay, self.domain_of(url), float(delay_s))
+            await asyncio.to_thread(obey.apply, obey.domain_of(url), float(delay_s))

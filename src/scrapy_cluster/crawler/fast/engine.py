@@ -57,18 +57,29 @@ class EnginePolicy:
                    reap_interval_s=min(REAP_INTERVAL_S, float(settings["LEASE_TIMEOUT"]) / 2))
 
 
+@dataclass(frozen=True)
+class EngineParts:
+    """What the loop drives: the asyncio ``frontier``, the page ``processor``, the ``leases``
+    held, the dispatch ``view`` of this crawler, and the ``politeness`` hooks (late sends)."""
+
+    frontier: Any
+    processor: PageProcessor
+    leases: AsyncLeaseBook
+    view: Callable[[], DispatchView]
+    politeness: Politeness | None = None
+
+
 class FastEngine:
     """Runs ``processor`` on requests popped from ``frontier`` (see module docstring)."""
 
-    def __init__(self, frontier: Any, processor: PageProcessor, leases: AsyncLeaseBook, *,
-                 view: Callable[[], DispatchView], policy: EnginePolicy,
-                 periodic: tuple[tuple[float, Callable[[], Awaitable[None]]], ...] = (),
-                 politeness: Politeness | None = None) -> None:
-        self.frontier, self.processor, self.leases, self.view = frontier, processor, leases, view
+    def __init__(self, parts: EngineParts, *, policy: EnginePolicy,
+                 periodic: tuple[tuple[float, Callable[[], Awaitable[None]]], ...] = ()) -> None:
+        self.frontier, self.processor = parts.frontier, parts.processor
+        self.leases, self.view = parts.leases, parts.view
         self.slots, self.per_domain = policy.slots, policy.per_domain
         self.ack_flush_s, self.reap_interval_s = policy.ack_flush_s, policy.reap_interval_s
         self.grace_s = policy.grace_s
-        self.periodic, self.politeness = periodic, politeness
+        self.periodic, self.politeness = periodic, parts.politeness
         self._waiting: defaultdict[str, deque[tuple[LeasedRequest, float | None]]] = \
             defaultdict(deque)
         self._fetching: defaultdict[str, int] = defaultdict(int)
