@@ -23,6 +23,7 @@ from typing import Any
 import psutil
 import redis
 
+from scrapy_cluster.sitegen.relative_site import SEED_PATH, RelativeSite, RelativeSiteConfig
 from scrapy_cluster.sitegen.site import GeneratedSite, SiteConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository, for tests.support
@@ -45,11 +46,18 @@ class Site:
     pids: Callable[[], list[int]]
     scheme: str = "http"
     cert_file: Path | None = None
+    shape: str = "absolute"
+    """``absolute``: ``sitegen.site``'s graph, absolute links, a finite page space;
+    ``relative``: ``sitegen.relative_site``, relative links, no end of new pages."""
     """With ``scheme`` https: the site's self-signed certificate (PEM), for clients that can
     only be told to trust it rather than not to verify."""
 
     def url(self, host: str, path: str) -> str:
         return f"{self.scheme}://{host}:{self.port}{path}"
+
+    def seed(self, host: str) -> str:
+        """The URL a crawl of this site starts from."""
+        return self.url(host, SEED_PATH if self.shape == "relative" else "/p/0.html")
 
 
 class HttpsGeneratedSite(GeneratedSite):
@@ -120,31 +128,38 @@ def make_certificate(directory: Path, hosts: tuple[str, ...]) -> tuple[Path, Pat
 
 def start_site(workdir: Path, port: int, status_port: int, *, pages: int, links: int,
                page_bytes: int, hosts: tuple[str, ...], python_only: bool,
-               tls: bool = False) -> Site:
+               tls: bool = False, shape: str = "absolute") -> Site:
     """nginx serving the site's static pages, or the Python server when nginx is absent. With
     ``tls``: nginx over HTTPS with a self-signed certificate made in ``workdir`` (nginx
-    needed)."""
-    config = SiteConfig(hosts=hosts, pages_per_host=pages, links_per_page=links,
-                        page_bytes=page_bytes)
+    needed). ``shape``: see ``Site.shape`` (``pages`` and ``links`` apply to ``absolute``)."""
+    scheme = "https" if tls else "http"
+    static: GeneratedSite | RelativeSite
+    if shape == "relative":
+        static = RelativeSite(RelativeSiteConfig(hosts=hosts, page_bytes=page_bytes), port,
+                              scheme=scheme)
+    else:
+        config = SiteConfig(hosts=hosts, pages_per_host=pages, links_per_page=links,
+                            page_bytes=page_bytes)
+        static = HttpsGeneratedSite(config, port) if tls else GeneratedSite(config, port)
     binary = None if python_only else find_nginx()
+    where = workdir / f"nginx-{scheme}-{shape}"
     if tls:
         if binary is None:
             raise SystemExit("the HTTPS site needs nginx (apt-get install nginx-light)")
         cert, key = make_certificate(workdir / "tls", hosts)
-        tls_site = TlsNginxSite(HttpsGeneratedSite(config, port), workdir / "nginx-tls",
-                                binary=binary, status_port=status_port, cert=cert,
+        tls_site = TlsNginxSite(static, where, binary=binary, status_port=status_port, cert=cert,
                                 key=key).start()
         return Site(port, f"{nginx_version(binary)}, 1 worker process, HTTPS (TLS 1.2/1.3, "
                     "self-signed ECDSA P-256)", tls_site.hits, tls_site.stop, tls_site.pids,
-                    scheme="https", cert_file=cert)
+                    scheme="https", cert_file=cert, shape=shape)
     if binary is not None:
-        nginx = NginxSite(GeneratedSite(config, port), workdir / "nginx", binary=binary,
-                          status_port=status_port).start()
+        nginx = NginxSite(static, where, binary=binary, status_port=status_port).start()
         return Site(port, f"{nginx_version(binary)}, 1 worker process", nginx.hits, nginx.stop,
-                    nginx.pids)
+                    nginx.pids, shape=shape)
     process = subprocess.Popen(
         [PY, "-m", "scrapy_cluster.sitegen.site", "--port", str(port), "--pages", str(pages),
-         "--links", str(links), "--page-bytes", str(page_bytes), "--hosts", ",".join(hosts)],
+         "--links", str(links), "--page-bytes", str(page_bytes), "--hosts", ",".join(hosts),
+         "--shape", shape],
         start_new_session=True)
     time.sleep(1.5)
 
@@ -153,7 +168,7 @@ def start_site(workdir: Path, port: int, status_port: int, *, pages: int, links:
             return int(answer.read())
 
     return Site(port, "Python ThreadingHTTPServer (nginx not used)", hits,
-                lambda: stop_processes([process]), lambda: [process.pid])
+                lambda: stop_processes([process]), lambda: [process.pid], shape=shape)
 
 
 def cpu_s(pids: list[int]) -> float:
@@ -192,12 +207,25 @@ def script_calls(client: redis.Redis) -> int:
 
 def measure(site: Site, client: redis.Redis, pids: list[int], *, redis_pid: int, warmup: int,
             pages: int, timeout_s: float = 180,
-            extra_groups: dict[str, list[int]] | None = None) -> dict[str, Any]:
+            extra_groups: dict[str, list[int]] | None = None,
+            started: tuple[float, int] | None = None) -> dict[str, Any]:
     """pages/s, CPU ms/page (crawler, Redis, site server; machine busy %), each crawler
     process's cores used (CPU s / s), server-side Redis commands/page and script calls/page
-    over ``pages`` pages served after ``warmup`` more. ``extra_groups``: more processes whose
-    CPU ms/page to report under the given keys (the Kafka broker)."""
+    over ``pages`` pages served after ``warmup`` more; and ``pages_s_from_start``: every page
+    served from the start of the crawl to the end of the window, ramp-up included.
+    ``started``: ``(time.monotonic(), site.hits())`` when the crawl was handed to the crawler
+    (the seed enqueued); None: the crawl starts with the first request the site sees (a
+    process that crawls from its own start URL, its start-up not counted).
+    ``extra_groups``: more processes whose CPU ms/page to report under the given keys (the
+    Kafka broker)."""
     deadline = time.monotonic() + timeout_s
+    if started is None:
+        before = site.hits()
+        while site.hits() == before:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the site saw no request within the time limit")
+            time.sleep(0.005)
+        started = (time.monotonic(), before)
     wait_for_hits(site, site.hits() + warmup, pids, deadline)
     groups = {"cpu_ms_page": pids, "redis_cpu_ms_page": [redis_pid], "site_cpu_ms_page": site.pids(),
               **(extra_groups or {})}
@@ -221,6 +249,8 @@ def measure(site: Site, client: redis.Redis, pids: list[int], *, redis_pid: int,
                  key=lambda pair: -pair[1])[:5]
     result["redis_usec_top"] = ", ".join(f"{name} {value / done:.0f}" for name, value in top
                                          if value > 0)
+    end_hits, end_t = site.hits(), time.monotonic()
+    result["pages_s_from_start"] = (end_hits - started[1]) / (end_t - started[0])
     result.update(pages_s=done / elapsed, server_cmds_page=commands / done,
                   scripts_page=(script_calls(client) - start_scripts) / done,
                   machine_busy_pct=(machine_busy_s() - start_busy) * 100 / elapsed

@@ -1,5 +1,15 @@
 """Crawl throughput: scrapy-cluster crawler (Scrapy and fast engines) vs plain Scrapy vs
-scrapy-redis vs a bare asyncio loop, on one generated site.
+scrapy-redis vs a bare asyncio loop, on generated sites of two shapes.
+
+Shapes (``--shapes``, both by default; every variant runs on each, one shape's variants side
+by side): ``absolute`` is ``sitegen.site``'s graph (absolute links, a finite page space, so a
+steady window mostly meets links already seen); ``relative`` is ``sitegen.relative_site``
+(root-relative and relative hrefs, ``..``, query strings, fragments, the same navigation on
+every page, and no end of new pages: over half of a page's links are new). Each variant
+reports pages/s twice: ``steady``, over the window after the warm-up, and ``from the start``,
+from the crawl's start (the seed enqueued; for plain Scrapy, scrapy-redis and the bare loop,
+the first request the site sees) to the end of the window, ramp-up included. For "N pages from
+one seed, ramp-up included", use ``--warmup 0 --pages N`` and read ``from the start``.
 
 Not run by CI. Usage: ``.venv/bin/python benchmarks/crawl_throughput.py [--pages 1500]``.
 Starts a private redis-server and the generated site (``scrapy_cluster.sitegen.site``: 7 KB
@@ -153,7 +163,7 @@ def start_crawlers(n: int, redis_url: str, workdir: Path, engine: str = "scrapy"
 
 def seed_crawl(client: redis.Redis, redis_url: str, site: Site) -> None:
     frontier_for(client, redis_url).enqueue_many(
-        [{"url": site.url(HOSTS[0], "/p/0.html"), "appid": "bench",
+        [{"url": site.seed(HOSTS[0]), "appid": "bench",
           "crawlid": uuid.uuid4().hex, "spiderid": "link", "maxdepth": 50}], dedupe=True)
 
 
@@ -171,9 +181,10 @@ def run_cluster(n: int, site: Site, client: redis.Redis, redis_url: str,
     client.flushdb()
     processes = start_crawlers(n, redis_url, workdir, engine,
                                {**bus_env(args, bus), **tls_env(site)})
+    started = (time.monotonic(), site.hits())
     seed_crawl(client, redis_url, site)
     extra = {"bus_cpu_ms_page": [args.kafka_pid]} if bus == "kafka" else None
-    return _measure_all(site, client, processes, args, extra_groups=extra)
+    return _measure_all(site, client, processes, args, extra_groups=extra, started=started)
 
 
 def run_bare(site: Site, client: redis.Redis, redis_url: str, args: argparse.Namespace,
@@ -182,7 +193,7 @@ def run_bare(site: Site, client: redis.Redis, redis_url: str, args: argparse.Nam
     max_pages = args.warmup + args.pages + 500
     log = open(workdir / "bare-loop.log", "wb")  # noqa: SIM115 - closed by the child's exit
     process = subprocess.Popen(
-        [PY, str(SUPPORT_SCRIPT), "bare-loop", site.url(HOSTS[0], "/p/0.html"),
+        [PY, str(SUPPORT_SCRIPT), "bare-loop", site.seed(HOSTS[0]),
          COMMON["CONCURRENT_REQUESTS"], str(max_pages), str(args.timeout)],
         cwd=workdir, stdout=log, stderr=log, start_new_session=True)
     return _measure_all(site, client, [process], args, monitor=False)
@@ -190,12 +201,14 @@ def run_bare(site: Site, client: redis.Redis, redis_url: str, args: argparse.Nam
 
 def _measure_all(site: Site, client: redis.Redis, processes: list[subprocess.Popen[bytes]],
                  args: argparse.Namespace, *, monitor: bool = True,
-                 extra_groups: dict[str, list[int]] | None = None) -> dict[str, Any]:
+                 extra_groups: dict[str, list[int]] | None = None,
+                 started: tuple[float, int] | None = None) -> dict[str, Any]:
     pids = [p.pid for p in processes]
     try:
         result: dict[str, Any] = measure(site, client, pids, redis_pid=args.redis_pid,
                                          warmup=args.warmup, pages=args.pages,
-                                         timeout_s=args.timeout, extra_groups=extra_groups)
+                                         timeout_s=args.timeout, extra_groups=extra_groups,
+                                         started=started)
         if monitor:
             result.update(count_commands(site, client, pids, args.count_pages))
         return result
@@ -210,7 +223,7 @@ def run_scrapy(kind: str, site: Site, client: redis.Redis, redis_url: str,
     client.flushdb()
     spider_file = workdir / "bench_spider.py"
     spider_file.write_text(BENCH_SPIDER.replace(
-        "SEED", repr(site.url(HOSTS[0], "/p/0.html"))))
+        "SEED", repr(site.seed(HOSTS[0]))))
     sets = dict(COMMON) if kind == "defaults" else {**COMMON, **CLUSTER_SCRAPY}
     if kind == "redis":
         sets.update(SCHEDULER="scrapy_redis.scheduler.Scheduler",
@@ -235,7 +248,8 @@ def latency_ms(site: Site, client: redis.Redis, redis_url: str, workdir: Path,
         for i in range(rounds):
             before = site.hits()
             started = time.monotonic()
-            frontier.enqueue_many([{"url": site.url(HOSTS[1], f"/p/{i}.html"),
+            path = f"/t/latency-{i}/" if site.shape == "relative" else f"/p/{i}.html"
+            frontier.enqueue_many([{"url": site.url(HOSTS[1], path),
                                     "appid": "lat", "crawlid": uuid.uuid4().hex,
                                     "spiderid": "link"}])
             while site.hits() == before:
@@ -253,7 +267,9 @@ def report(name: str, result: dict[str, Any]) -> None:
     cores = " + ".join(f"{c:.2f}" for c in result["process_cores"])
     broker = (f"tansu {result['bus_cpu_ms_page'] * 1000:.0f} µs/page, "
               if "bus_cpu_ms_page" in result else "")
-    print(f"{name:34} {result['pages_s']:7.1f} pages/s  {result['cpu_ms_page']:6.2f} CPU ms/page"
+    print(f"{name:34} {result['pages_s']:7.1f} pages/s steady, "
+          f"{result['pages_s_from_start']:7.1f} from the start;"
+          f"  {result['cpu_ms_page']:6.2f} CPU ms/page"
           f" (cores used per process {cores}; Redis {result['redis_cpu_ms_page'] * 1000:.0f} "
           f"µs/page, {broker}site {result['site_cpu_ms_page']:.2f} ms/page, "
           f"machine {result['machine_busy_pct']:.0f} % busy)")
@@ -270,15 +286,17 @@ def report(name: str, result: dict[str, Any]) -> None:
 
 def table(results: dict[str, dict[str, Any]], uses_redis: set[str]) -> None:
     """The side-by-side summary, as a Markdown table."""
-    print("\n| variant | pages/s | crawler CPU ms/page | Redis CPU µs/page | Redis cmds/page "
-          "(sent by clients / inside scripts / server total) | tansu CPU µs/page | site CPU "
-          "ms/page | machine busy |\n| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| variant | pages/s steady | pages/s from the start | crawler CPU ms/page | "
+          "Redis CPU µs/page | Redis cmds/page (sent by clients / inside scripts / server "
+          "total) | tansu CPU µs/page | site CPU ms/page | machine busy |\n"
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, r in results.items():
         redis_cpu = f"{r['redis_cpu_ms_page'] * 1000:.0f}" if name in uses_redis else "—"
         cmds = (f"{r['client_cmds_page']:.2f} / {r['lua_cmds_page']:.1f} / "
                 f"{r['server_cmds_page']:.1f}" if name in uses_redis else "—")
         broker = f"{r['bus_cpu_ms_page'] * 1000:.0f}" if "bus_cpu_ms_page" in r else "—"
-        print(f"| {name} | {r['pages_s']:.1f} | {r['cpu_ms_page']:.2f} | {redis_cpu} | {cmds} "
+        print(f"| {name} | {r['pages_s']:.1f} | {r['pages_s_from_start']:.1f} | "
+              f"{r['cpu_ms_page']:.2f} | {redis_cpu} | {cmds} "
               f"| {broker} | {r['site_cpu_ms_page']:.2f} | {r['machine_busy_pct']:.0f} % |")
 
 
@@ -321,7 +339,8 @@ def profile_fast(site: Site, client: redis.Redis, redis_url: str, workdir: Path,
     total = sum(v[2] for v in stats.stats.values())  # type: ignore[attr-defined]
     idle = sum(v[2] for k, v in stats.stats.items()  # type: ignore[attr-defined]
                if k[0] == "~" and "epoll" in k[2])
-    print(f"\nfast engine under cProfile: {done} pages in {elapsed:.1f} s "
+    print(f"\nfast engine under cProfile ({site.shape}-link site): {done} pages in "
+          f"{elapsed:.1f} s "
           f"({done / elapsed:.0f} pages/s), process CPU {cpu_ms_page * 1000:.0f} µs/page; "
           f"main thread profiled {total * 1e6 / done:.0f} µs/page, of which waiting in epoll "
           f"{idle * 1e6 / done:.0f}")
@@ -394,11 +413,19 @@ def parse_args() -> argparse.Namespace:
                              "variants (a, d, e, f) run once per bus; kafka on a private tansu")
     parser.add_argument("--no-latency", action="store_true",
                         help="skip the idle enqueue-to-fetch latency at the end")
+    parser.add_argument("--shapes", default="absolute,relative",
+                        help="'absolute', 'relative' or both (default): the site's shape(s); "
+                             "every selected variant runs once per shape")
+    parser.add_argument("--profile-shape", default="relative",
+                        help="the shape --profile-pages runs on (if it is among --shapes)")
     args = parser.parse_args()
     args.schemes = (args.schemes or ("http,https" if args.tls else "http")).split(",")
     args.buses = args.bus.split(",")
+    args.shapes = args.shapes.split(",")
     if not set(args.schemes) <= {"http", "https"} or not set(args.buses) <= {"redis", "kafka"}:
         parser.error("--schemes takes http and/or https, --bus redis and/or kafka")
+    if not set(args.shapes) <= {"absolute", "relative"}:
+        parser.error("--shapes takes absolute and/or relative")
     return args
 
 
@@ -438,24 +465,26 @@ def start_kafka(workdir: Path) -> Any:
     return broker
 
 
-def build_variants(args: argparse.Namespace, sites: dict[str, Site], client: redis.Redis,
-                   redis_url: str, workdir: Path
+def build_variants(args: argparse.Namespace, sites: dict[tuple[str, str], Site],
+                   client: redis.Redis, redis_url: str, workdir: Path
                    ) -> tuple[dict[str, Callable[[], dict[str, Any]]], set[str]]:
-    """The variants to run, by name, and the labels of those that use Redis."""
+    """The variants to run, by name, and the labels of those that use Redis. Site shapes
+    come first, so that one shape's variants run side by side."""
     variants: dict[str, Callable[[], dict[str, Any]]] = {}
     uses_redis: set[str] = set()
     selected = args.only.split(",")
-    for letter, description in BASE_VARIANTS.items():
-        if letter not in selected:
-            continue
-        for scheme, site in sites.items():
+    for (scheme, shape), site in sites.items():
+        for letter, description in BASE_VARIANTS.items():
+            if letter not in selected:
+                continue
             for bus in (args.buses if letter in CLUSTER_LETTERS else [args.buses[0]]):
+                kafka = bus == "kafka" and letter in CLUSTER_LETTERS
                 label = "(" + " ".join([letter] + ["tls"] * (scheme == "https")
-                                       + ["kafka"] * (bus == "kafka"
-                                                      and letter in CLUSTER_LETTERS)) + ")"
+                                       + ["rel"] * (shape == "relative")
+                                       + ["kafka"] * kafka) + ")"
                 suffix = "".join([", HTTPS"] * (scheme == "https")
-                                 + [", Kafka bus"] * (bus == "kafka"
-                                                      and letter in CLUSTER_LETTERS))
+                                 + [", relative-link site"] * (shape == "relative")
+                                 + [", Kafka bus"] * kafka)
                 variants[f"{label} {description}{suffix}"] = variant_runner(
                     letter, site, client, redis_url, args, workdir, bus)
                 if letter in (*CLUSTER_LETTERS, "c"):
@@ -486,15 +515,16 @@ def print_ratios(rates: dict[str, float], results: dict[str, dict[str, Any]]) ->
     for top, bottom in (("(a)", "(b)"), ("(a)", "(b0)"), ("(a)", "(c)"), ("(d)", "(a)"),
                         ("(e)", "(b)"), ("(e)", "(b0)"), ("(e)", "(a)"), ("(e)", "(g)"),
                         ("(f)", "(e)")):
-        for tail in ("", " tls", " kafka", " tls kafka"):
+        for tail in ("", " tls", " rel", " kafka", " tls rel", " tls kafka", " rel kafka",
+                     " tls rel kafka"):
             a, b = top[:-1] + tail + ")", bottom[:-1] + tail + ")"
             if b not in rates:  # a variant without a bus has no " kafka" label
                 b = b.replace(" kafka", "")
             if a in rates and b in rates and a != b:
                 print(f"{a}/{b} = {rates[a] / rates[b]:.2f}")
-    print("same variant, HTTPS vs HTTP and Kafka vs Redis Streams bus:")
+    print("same variant, HTTPS vs HTTP, relative vs absolute links, Kafka vs Redis Streams bus:")
     for label in list(rates):
-        for part in (" tls", " kafka"):
+        for part in (" tls", " rel", " kafka"):
             base = label.replace(part, "")
             if label != base and base in rates:
                 print(f"{label}/{base} = {rates[label] / rates[base]:.2f} (pages/s; crawler "
@@ -512,17 +542,18 @@ def main() -> None:
     redis_proc = subprocess.Popen([shutil.which("redis-server") or "redis-server", "--port",
                                    str(redis_port), "--save", "", "--bind", "127.0.0.1"],
                                   stdout=subprocess.DEVNULL, start_new_session=True)
-    sites: dict[str, Site] = {}
+    sites: dict[tuple[str, str], Site] = {}
     broker = None
     try:
-        for scheme in args.schemes:
-            sites[scheme] = start_site(
-                workdir, free_port(HOSTS[0]), free_port(), pages=args.site_pages, links=20,
-                page_bytes=7000, hosts=HOSTS, python_only=args.python_site,
-                tls=scheme == "https")
-            print(f"nproc {os.cpu_count()}; {scheme} site server: {sites[scheme].description}; "
-                  f"work dir {workdir}")
-        if "https" in sites:
+        for shape in args.shapes:
+            for scheme in args.schemes:
+                site = sites[(scheme, shape)] = start_site(
+                    workdir, free_port(HOSTS[0]), free_port(), pages=args.site_pages, links=20,
+                    page_bytes=7000, hosts=HOSTS, python_only=args.python_site,
+                    tls=scheme == "https", shape=shape)
+                print(f"nproc {os.cpu_count()}; {scheme} {shape}-link site server: "
+                      f"{site.description}; work dir {workdir}")
+        if "https" in args.schemes:
             print(f"TLS: {fast_tls_mode()}")
         if "kafka" in args.buses:
             broker = start_kafka(workdir)
@@ -537,7 +568,9 @@ def main() -> None:
         table(results, uses_redis)
         first = next(iter(sites.values()))
         if args.profile_pages:
-            profile_fast(first, client, redis_url, workdir, args.profile_pages, args.timeout)
+            profiled = next((site for site in sites.values()
+                             if site.shape == args.profile_shape), first)
+            profile_fast(profiled, client, redis_url, workdir, args.profile_pages, args.timeout)
         if not args.no_latency:
             print(f"median enqueue-to-fetch latency, idle cluster ({first.scheme}): "
                   f"{latency_ms(first, client, redis_url, workdir, 20):.1f} ms")

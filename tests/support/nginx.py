@@ -19,6 +19,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any, Protocol
 
 from scrapy_cluster.sitegen.site import GeneratedSite
 
@@ -40,10 +41,24 @@ def nginx_version(binary: str) -> str:
     return (answer.stderr or answer.stdout).strip().rsplit(" ", 1)[-1]
 
 
+class StaticSite(Protocol):
+    """A site nginx can serve: its hosts and port, its files, and the ``server`` block lines
+    that answer them (``GeneratedSite``, ``RelativeSite``)."""
+
+    port: int
+
+    @property
+    def config(self) -> Any: ...
+
+    def write_static(self, root: Path) -> list[str]: ...
+
+    def nginx_locations(self) -> str: ...
+
+
 class NginxSite:
     """nginx serving ``site`` as static files (see module docstring)."""
 
-    def __init__(self, site: GeneratedSite, workdir: Path, *, binary: str, status_port: int,
+    def __init__(self, site: GeneratedSite | StaticSite, workdir: Path, *, binary: str, status_port: int,
                  workers: int = 1, access_log: Path | None = None) -> None:
         self.site, self.workdir, self.binary = site, workdir, binary
         self.status_port, self.workers = status_port, workers
@@ -54,7 +69,8 @@ class NginxSite:
     def config_text(self) -> str:
         www, temp = self.workdir / "www", self.workdir / "temp"
         servers = "".join(
-            f"  server {{ listen {host}:{self.site.port}; root {www / host}; }}\n"
+            f"  server {{ listen {host}:{self.site.port}; root {www / host}; "
+            f"{self.site.nginx_locations()} }}\n"
             for host in self.site.config.hosts)
         temp_paths = "".join(f"  {name}_temp_path {temp / name};\n"
                              for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))

@@ -248,6 +248,10 @@ class GeneratedSite:
             _write(root / str(parts.hostname) / parts.path.lstrip("/"), self._html(parts.path, links))
         return list(self.config.hosts)
 
+    def nginx_locations(self) -> str:
+        """nginx ``server`` block lines for ``write_static``'s files: none, the defaults."""
+        return ""
+
     def _html(self, path: str, links: Iterable[str]) -> bytes:
         anchors = "".join(f'<li><a href="{link}">link to {urlsplit(link).path}</a></li>\n'
                           for link in links)
@@ -259,6 +263,27 @@ class GeneratedSite:
 def _write(target: Path, body: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(body)
+
+
+class ServedSite(Protocol):
+    """What ``_Handler`` asks of a site: the answer for a path on a host."""
+
+    def render(self, host: str, path: str) -> Page: ...
+
+    def render_streamed(self, host: str, path: str) -> Streamed | None: ...
+
+
+class SiteOwner(Protocol):
+    """The server object behind every host's ``_HostServer``: the site and its request log."""
+
+    @property
+    def site(self) -> ServedSite: ...
+
+    stopping: threading.Event
+
+    def record(self, host: str, path: str) -> None: ...
+
+    def hits_snapshot(self) -> Counter[str]: ...
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -274,7 +299,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(body)
             return
-        self.server.owner.record(self.server.host, path)
+        self.server.owner.record(self.server.host, self.path if self.server.keep_query else path)
         streamed = self.server.owner.site.render_streamed(self.server.host, path)
         if streamed is not None:
             self._send_streamed(streamed)
@@ -320,8 +345,9 @@ class _HostServer(ThreadingHTTPServer):
     # the client retries after 1 s and the site log shows requests that were sent long before.
     request_queue_size = 128
 
-    def __init__(self, host: str, port: int, owner: SiteServer) -> None:
-        self.host, self.owner = host, owner
+    def __init__(self, host: str, port: int, owner: SiteOwner, *, keep_query: bool = False) -> None:
+        """``keep_query``: the request log records the path with its query string."""
+        self.host, self.owner, self.keep_query = host, owner, keep_query
         super().__init__((host, port), _Handler)
 
 
@@ -408,10 +434,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--pages", type=int, default=1000)
     parser.add_argument("--links", type=int, default=20)
     parser.add_argument("--page-bytes", type=int, default=7000)
+    parser.add_argument("--shape", choices=("absolute", "relative"), default="absolute",
+                        help="relative: sitegen.relative_site (--pages and --links unused)")
     args = parser.parse_args(argv)
-    config = SiteConfig(hosts=tuple(args.hosts.split(",")), pages_per_host=args.pages,
-                        links_per_page=args.links, page_bytes=args.page_bytes)
-    server = SiteServer(config, args.port).start()
+    hosts = tuple(args.hosts.split(","))
+    server: HostServers
+    if args.shape == "relative":
+        from scrapy_cluster.sitegen.relative_site import RelativeSiteConfig, RelativeSiteServer
+
+        server = RelativeSiteServer(RelativeSiteConfig(hosts=hosts, page_bytes=args.page_bytes),
+                                    args.port).start()
+    else:
+        server = SiteServer(SiteConfig(hosts=hosts, pages_per_host=args.pages,
+                                       links_per_page=args.links, page_bytes=args.page_bytes),
+                            args.port).start()
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
