@@ -156,10 +156,11 @@ def start_site(workdir: Path, port: int, status_port: int, *, pages: int, links:
         nginx = NginxSite(static, where, binary=binary, status_port=status_port).start()
         return Site(port, f"{nginx_version(binary)}, 1 worker process", nginx.hits, nginx.stop,
                     nginx.pids, shape=shape)
+    sizes = ["--pages", str(pages), "--links", str(links)] if shape != "relative" else []
+    module = "relative_site" if shape == "relative" else "site"
     process = subprocess.Popen(
-        [PY, "-m", "scrapy_cluster.sitegen.site", "--port", str(port), "--pages", str(pages),
-         "--links", str(links), "--page-bytes", str(page_bytes), "--hosts", ",".join(hosts),
-         "--shape", shape],
+        [PY, "-m", f"scrapy_cluster.sitegen.{module}", "--port", str(port), *sizes,
+         "--page-bytes", str(page_bytes), "--hosts", ",".join(hosts)],
         start_new_session=True)
     time.sleep(1.5)
 

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -449,3 +450,133 @@ def test_messages_are_handed_out_with_their_delivery_count(
     assert [m.deliveries for m in drain(second, 1)] == [2]
     second.close()
     bus.close()
+
+
+# --- the Redis Streams producer's sender (units: a client that records, no server) -----------
+
+
+class RecordingPipeline(redis.client.Pipeline):
+    """A real redis-py pipeline that keeps what it would send instead of sending it."""
+
+    def __init__(self, client: RecordingClient) -> None:
+        super().__init__(client.real.connection_pool, client.real.response_callbacks,
+                         transaction=False, shard_hint=None)
+        self.recorder = client
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        return self.recorder.executed(list(self.command_stack))
+
+
+class RecordingClient:
+    """Hands out ``RecordingPipeline``s; ``execute`` records the staged commands and the thread
+    that sent them, waits for ``gate`` and raises ``failure`` when set."""
+
+    def __init__(self) -> None:
+        self.real = redis.Redis(host="127.0.0.1", port=1)  # never connects
+        self.sent: list[tuple[str, list[tuple[Any, ...]]]] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.failure: Exception | None = None
+
+    def pipeline(self, transaction: bool = True) -> RecordingPipeline:
+        return RecordingPipeline(self)
+
+    def executed(self, stack: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[Any]:
+        self.gate.wait(DEADLINE_S)
+        if self.failure is not None:
+            raise self.failure
+        self.sent.append((threading.current_thread().name, [args for args, _ in stack]))
+        return [b"0-1"] * len(stack)
+
+    def xadds(self) -> list[tuple[Any, ...]]:
+        return [args for _, batch in self.sent for args in batch if args[0] == "XADD"]
+
+
+def streams_producer(client: RecordingClient, **policy: Any) -> Any:
+    from scrapy_cluster.bus.redis_streams import RedisStreamsProducer
+    from scrapy_cluster.bus.redis_streams_policy import StreamsPolicy
+
+    values = {"max_message_bytes": 1 << 20, "maxlen": 1000, "claim_idle_ms": 60_000,
+              "batch_size": 3, "linger_ms": 10_000, "max_buffered": 100, "max_deliveries": 5,
+              **policy}
+    return RedisStreamsProducer(client, StreamsPolicy(**values))
+
+
+def wait_for_sent(client: RecordingClient, count: int, within_s: float) -> None:
+    deadline = time.monotonic() + within_s
+    while len(client.xadds()) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_redis_producer_stages_exactly_the_xadds_of_redis_py() -> None:
+    client = RecordingClient()
+    producer = streams_producer(client, batch_size=100)
+    messages = [("t.a", {"n": 1, "s": "\u00e9"}, "k1"), ("t.b", [1, 2], None),
+                ("t.a", "x", b"\xffk"), ("t.a", {"n": 1}, "")]
+    for topic, value, key in messages:
+        producer.produce(topic, value, key=key)
+    producer.flush(timeout_s=1.0)
+    expected = client.real.pipeline(transaction=False)
+    for topic, value, key in messages:
+        fields = {"v": encode_value(value, 1 << 20)}
+        if key is not None:
+            fields["k"] = key.encode() if isinstance(key, str) else key
+        expected.xadd(keys.bus_stream(topic), fields,  # type: ignore[arg-type]
+                      maxlen=1000, approximate=True)
+    staged = client.xadds()
+    assert staged == [args for args, _ in expected.command_stack]
+    connection = client.real.connection_pool.make_connection()
+    assert connection.pack_commands(staged) == \
+        connection.pack_commands([args for args, _ in expected.command_stack])
+    assert client.sent[0][1][-1][:2] == ("SADD", keys.bus_topics())
+    producer.close()
+
+
+def test_redis_producer_never_sends_on_the_producing_thread() -> None:
+    client = RecordingClient()
+    producer = streams_producer(client, batch_size=3, linger_ms=10_000)
+    for n in range(7):
+        producer.produce("t", {"n": n})
+    # a full batch cuts the linger short: sent long before REDIS_STREAM_LINGER_MS
+    wait_for_sent(client, 6, within_s=5.0)
+    assert len(client.xadds()) >= 6
+    producer.close()
+    assert [args[-1] for args in client.xadds()] == [encode_value({"n": n}, 100) for n in range(7)]
+    assert threading.current_thread().name not in [thread for thread, _ in client.sent[:2]]
+
+
+def test_redis_producer_buffers_while_a_send_waits_for_redis() -> None:
+    client = RecordingClient()
+    client.gate.clear()  # Redis answers nothing for now
+    producer = streams_producer(client, batch_size=2, linger_ms=0)
+    producer.produce("t", {"n": 0})
+    producer.produce("t", {"n": 1})
+    time.sleep(0.2)  # the sender is waiting for Redis with the first batch
+    started = time.monotonic()
+    for n in range(2, 6):
+        producer.produce("t", {"n": n})
+    assert time.monotonic() - started < 1.0
+    client.gate.set()
+    producer.close()
+    assert [orjson_value(args[-1]) for args in client.xadds()] == [{"n": n} for n in range(6)]
+
+
+def test_redis_producer_keeps_messages_while_redis_is_down_then_sends_them_in_order() -> None:
+    client = RecordingClient()
+    client.failure = redis.ConnectionError("down")
+    producer = streams_producer(client, batch_size=2, linger_ms=0, max_buffered=5)
+    for n in range(5):
+        producer.produce("t", {"n": n})
+    with pytest.raises(BusUnavailableError, match="5 messages not delivered"):
+        producer.flush(timeout_s=0.3)
+    with pytest.raises(BusUnavailableError, match="REDIS_STREAM_MAX_BUFFERED"):
+        producer.produce("t", {"n": 5})
+    client.failure = None
+    producer.flush(timeout_s=5.0)
+    assert producer.buffered == 0
+    producer.close()
+    assert [orjson_value(args[-1]) for args in client.xadds()] == [{"n": n} for n in range(5)]
+
+
+def orjson_value(raw: bytes) -> Any:
+    return json.loads(raw)

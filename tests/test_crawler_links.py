@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from scrapy.http import HtmlResponse, TextResponse
+from scrapy.link import Link
 from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 from scrapy.utils.url import url_has_any_extension
 
-from scrapy_cluster.crawler.common.link_rules import has_extension, rules_for, select_links
+from scrapy_cluster.crawler.common.link_rules import (
+    _AUTHORITY_END,
+    LinkRules,
+    has_extension,
+    host_in_domains,
+    rules_for,
+    select_links,
+)
 from scrapy_cluster.crawler.page_links import extract_links, page_links
+from scrapy_cluster.sitegen.relative_site import RelativeSite, RelativeSiteConfig
 
 HREFS = [
     "http://a.test/x", "HTTP://A.test/Y", "https://a.test/p?q=1&b=2", "http://a.test/p?",
@@ -134,3 +150,109 @@ def test_filter_answers_are_remembered_per_url_and_bounded() -> None:
     for i in range(links_module.REFUSAL_MEMO + 5):
         rules.refusal(f"http://a.com/{i}")
     assert len(rules._answers) <= links_module.REFUSAL_MEMO
+
+
+# --- fast paths of the link filters against their reference ----------------------------------
+
+def _reference_has_extension(url: str, extensions: frozenset[str]) -> bool:
+    """``has_extension`` before its fast paths: the path located, then every dot tried."""
+    if not extensions:
+        return False
+    authority = url.find("//")
+    found = _AUTHORITY_END.search(url, authority + 2 if authority != -1 else 0)
+    if found is None or found.group() != "/":
+        return False
+    path = url[found.start():].split("#", 1)[0].split("?", 1)[0].lower()
+    segment = path[path.rfind("/") + 1:].split(";", 1)[0]
+    dot = segment.find(".")
+    while dot != -1:
+        if segment[dot:] in extensions:
+            return True
+        dot = segment.find(".", dot + 1)
+    return False
+
+
+def _reference_host_in_domains(url: str, domains: Sequence[str]) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    return any(host == d or host.endswith("." + d) for d in (d.lower() for d in domains))
+
+
+_URL_TAILS = st.text(alphabet="aZ.:/?#;%-_5xXpdfPDFgzİΣσ ", max_size=24)
+_URLS = st.one_of(
+    st.builds(lambda prefix, tail: prefix + tail,
+              st.sampled_from(["http://", "https://", "HTTP://", "//", "", "/", "ftp://",
+                               "http://a.test", "http://a.test/", "http://a.test:80/d/",
+                               "http://u@a.pdf", "x//y/"]), _URL_TAILS),
+    _URL_TAILS)
+_EXTENSIONS = frozenset(f".{e}" for e in [*IGNORED_EXTENSIONS, "tar.gz", "x", "σ", "i̇"])
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_URLS)
+@example("http://a/x.pdf?y=/z/")
+@example("http://a/x/?q#f.pdf")
+@example("http://a.pdf/")
+@example("http://a.pdf")
+@example("http://a/b.PDF;p")
+@example("/rel/x.pdf")
+@example("http://a/xΣ.σ")
+@example("http:/x.pdf")
+def test_has_extension_equals_its_reference(url: str) -> None:
+    assert has_extension(url, _EXTENSIONS) == _reference_has_extension(url, _EXTENSIONS)
+    assert has_extension(url, frozenset()) is False
+
+
+def test_the_relative_sites_links_keep_their_extension_answers() -> None:
+    site = RelativeSite(RelativeSiteConfig(), 8080)
+    pages = [site.url("127.0.0.2", path) for path in ("/t/", "/t/3/", "/t/caf%C3%A9/")]
+    urls = [urljoin(page, href) for page in pages for href in site.hrefs("127.0.0.2")]
+    urls += [f"{url}.pdf" for url in urls] + [f"{url}/a.jpg?x=1" for url in urls]
+    extensions = rules_for({}).deny_extensions
+    assert [has_extension(url, extensions) for url in urls] == \
+        [_reference_has_extension(url, extensions) for url in urls]
+    assert any(has_extension(url, extensions) for url in urls)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.one_of(_URLS, st.builds(lambda host, rest: f"http://{host}{rest}",
+                                  st.sampled_from(["a.com", "A.Com", "b.a.com", "xa.com",
+                                                   "a.com:80", "[::1]", "u:p@a.com", ""]),
+                                  _URL_TAILS)),
+       st.lists(st.sampled_from(["a.com", "A.COM", "b.a.com", "com", "", "::1", "x"]),
+                max_size=3))
+def test_host_in_domains_equals_its_reference(url: str, domains: list[str]) -> None:
+    try:
+        expected = _reference_host_in_domains(url, domains)
+    except ValueError:  # urlsplit refuses it (e.g. an unbalanced '['): so must the fast path
+        with pytest.raises(ValueError):
+            host_in_domains(url, domains)
+        return
+    assert host_in_domains(url, domains) == expected
+
+
+@pytest.mark.parametrize("meta", [{}, {"deny_extensions": ["html"]}, {"allowed_domains": ["a.com"]},
+                                  {"deny_regex": ["/p/"]}, {"allow_regex": ["x"]}])
+def test_refusal_with_or_without_its_memo_equals_the_filters(meta: dict[str, Any]) -> None:
+    rules = LinkRules.from_meta(meta)
+    urls = ["http://a.com/x.html", "http://b.com/p/x", "http://a.com/doc.PDF", "http://a.com/",
+            "http://a.com/x.html"]
+    assert [rules.refusal(url) for url in urls] == [rules._refusal(url) for url in urls]
+    assert bool(rules._answers) == bool(meta.get("allowed_domains") or meta.get("deny_regex")
+                                        or meta.get("allow_regex"))
+
+
+@pytest.mark.parametrize("meta", [{"maxdepth": 2}, {"maxdepth": 2, "deny_extensions": []},
+                                  {"maxdepth": 2, "deny_regex": ["item"]},
+                                  {"maxdepth": 2, "allowed_domains": ["127.0.0.2"]}])
+def test_select_links_counts_as_the_filters_answer_link_by_link(meta: dict[str, Any]) -> None:
+    site = RelativeSite(RelativeSiteConfig(), 8080)
+    page = site.url("127.0.0.2", "/t/1/")
+    urls = [urljoin(page, href) for href in site.hrefs("127.0.0.2")]
+    links = [Link(url) for url in [*urls, "http://127.0.0.2/a.PDF", "http://127.0.0.2/b.zip?x"]]
+    rules = LinkRules.from_meta(meta)
+    expected = [(link, rules._refusal(link.url)) for link in links]
+    for _ in range(2):  # the second time from the memo, if any
+        selection = select_links(links, meta, 0.0)
+        assert selection.follow == [link for link, reason in expected if reason is None]
+        assert selection.filtered == Counter(reason for _, reason in expected if reason)
+        assert all(selection.filtered.values())

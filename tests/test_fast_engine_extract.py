@@ -13,11 +13,13 @@ import pytest
 from lxml import etree
 from scrapy.http import TextResponse
 from scrapy.http.headers import Headers
+from scrapy.linkextractors import LinkExtractor
 from scrapy.responsetypes import responsetypes
 from w3lib.encoding import html_to_unicode
 from w3lib.html import get_base_url
 
 from scrapy_cluster.crawler.common.link_rules import links_in_tree
+from scrapy_cluster.crawler.common.url_join import PlainJoin
 from scrapy_cluster.crawler.fast import extract
 from scrapy_cluster.crawler.fast.extract import (
     BASE_URL_SCAN_CHARS,
@@ -73,6 +75,26 @@ def scrapy_extract(body: bytes, *, url: str, content_type: str | None,
     return response.encoding, found.links, found.dropped
 
 
+_LINK_EXTRACTOR = LinkExtractor(canonicalize=False, unique=True, deny_extensions=[],
+                                tags=("a", "area"), attrs=("href",))
+
+
+def link_extractor_links(body: bytes, *, url: str,
+                         content_type: str | None) -> list[tuple[str, str, bool]]:
+    """Scrapy's own ``LinkExtractor`` on the response the Scrapy crawler builds: it resolves
+    every href with ``urljoin`` and ``safe_url_string`` itself. Its ``ftp:`` and ``file:``
+    links, which the crawler does not follow, are left out; it has no link limit."""
+    headers = Headers()
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    response = responsetypes.from_args(headers=headers, url=url, body=body)(
+        url=url, status=200, headers=headers, body=body)
+    if not isinstance(response, TextResponse):
+        return []
+    return [(link.url, link.text, link.nofollow) for link in _LINK_EXTRACTOR.extract_links(response)
+            if link.url.startswith(("http://", "https://"))]
+
+
 def anchors(*hrefs: str) -> str:
     return "".join(f'<a href="{href}">{href}</a>' for href in hrefs)
 
@@ -84,6 +106,32 @@ _BASIC = ('<html><head><title>t</title></head><body><p>x</p>'
                     "mailto:x@y", "#frag", "?q=1", "javascript:void(0)", "a.html")
           + '<area href="map.html"><a href="n.html" rel="nofollow">n</a></body></html>')
 _CAFE = '<html><body><a href="café.html">café crème</a><a href="/ü?ß=1">üß</a></body></html>'
+_RELATIVE = anchors("k/", "./k2/", "../up/", "../../../../../x", "..", ".", "a/..", "a/.", "a/./b",
+                    "a/../b", "/root/../r2", "/..", "a//b", "/a//b", "?", "#", "?#f", "a?#f",
+                    "#a?b", "?q=1#f", "?sort=asc&page=2", "#top", "", ".hidden", "~user/",
+                    "a:b/c", "b/c:d", "!$&'()*+,=")
+_QUOTED = (anchors("a%20b.html", "%zz", "a%E9", "%C3%A9/", "a b.html", "/x%2Fy", "?q=a%20b",
+                   "#%41", "?q='x'", "#a#b", "a;p", "a;p/b", "a;", "a;?x", "b;#f", "?a;b", "a|b", "a[b]", "a\\b",
+                   "/a\\..\\b")
+           + '<a href="a\tb">tab</a><a href="c\nd">newline</a><a href=" e.html ">spaces</a>')
+_HOSTS = anchors("http://bücher.example/p", "HTTP://EXAMPLE.COM/X", "http://Example.com:8080/y",
+                 "//bücher.example/z", "//EXAMPLE.com/w", "http://user:pw@example.com/u",
+                 "https://example.com:443/s", "http://127.0.0.1:8080/ip", "http://[::1]:8080/v6")
+_SCHEMES = anchors("javascript:void(0)", "javascript:go('/x')", "mailto:x@y", "tel:+123",
+                   "data:text/html,hi", "ftp://x/y", "http:relative", "https:other",
+                   "about:blank", "HTTP:/abs", "c.html")
+_NAV = anchors("/", "/section/news.html", "/section/blog.html", "/about/", "/contact.html#form")
+
+
+def _realistic(children: int) -> str:
+    """A listing page of a crawled site: the menu at the top and the bottom, child pages,
+    parents' siblings, paging and sorting links, fragments."""
+    return ("<html><head><title>listing</title></head><body><nav>" + _NAV + "</nav><ul>"
+            + "".join(f'<li><a href="{k}/">item {k}</a></li>' for k in range(children))
+            + "</ul>" + anchors(*(f"../{k}/" for k in range(5)), "?sort=asc&page=2",
+                               "?sort=desc&page=3", "#top", "#main", "index.html#comments",
+                               "../index.html?ref=nav", "./")
+            + "<footer>" + _NAV + "</footer></body></html>")
 
 PAGES: list[tuple[str, bytes, str | None]] = [
     ("utf8 declared in the header", _BASIC.encode(), UTF8),
@@ -167,6 +215,28 @@ PAGES: list[tuple[str, bytes, str | None]] = [
     ("deep nesting", b"<div>" * 20_000 + b'<a href="deep.html">deep</a>', HTML),
     ("many links past the limit", "".join(
         f'<a href="/l{n}.html">{n}</a>' for n in range(1500)).encode(), UTF8),
+    ("relative forms and dot segments", _RELATIVE.encode(), UTF8),
+    ("percent-encodings, spaces and other quoted characters", _QUOTED.encode(), UTF8),
+    ("quoted characters in latin-1", _QUOTED.encode("latin-1"), "text/html; charset=latin-1"),
+    ("idn, upper-case, ports, user info", _HOSTS.encode(), UTF8),
+    ("javascript, mailto and other schemes", _SCHEMES.encode(), UTF8),
+    ("relative forms in utf-16", b"\xff\xfe" + _RELATIVE.encode("utf-16-le"), HTML),
+    ("base href relative with dot segments",
+     b'<head><base href="../base/./dir/"></head>' + _RELATIVE.encode(), UTF8),
+    ("base href absolute other host with a query",
+     b'<head><base href="https://other.example/b/?x=1"></head>' + _RELATIVE.encode(), UTF8),
+    ("base href idn", '<head><base href="http://bücher.example/b/"></head>'.encode()
+     + _RELATIVE.encode(), UTF8),
+    ("base href upper-case host with a port",
+     b'<head><base href="HTTP://Other.EXAMPLE:8080"></head>' + _RELATIVE.encode(), UTF8),
+    ("base href with a space", b'<head><base href="/a b/"></head>' + _RELATIVE.encode(), UTF8),
+    ("base href upper-case host", b'<head><base href="http://Other.EXAMPLE/b/"></head>'
+     + _RELATIVE.encode(), UTF8),
+    ("base href with empty and dot segments",
+     b'<head><base href="http://example.com/a//b/./c/"></head>' + _RELATIVE.encode(), UTF8),
+    ("realistic listing page", _realistic(20).encode(), UTF8),
+    ("realistic listing page, latin-1", _realistic(20).replace("item", "élément").encode(
+        "latin-1"), "text/html; charset=iso-8859-1"),
 ]
 
 
@@ -178,6 +248,16 @@ def test_links_and_encoding_equal_the_reference_extraction(
         body: bytes, content_type: str | None, reference: Any) -> None:
     assert lxml_extract(body, url=URL, content_type=content_type) == \
         reference(body, url=URL, content_type=content_type)
+
+
+@pytest.mark.parametrize(("body", "content_type"), [(b, c) for _, b, c in PAGES],
+                         ids=[name for name, _, _ in PAGES])
+def test_links_equal_scrapys_link_extractor(body: bytes, content_type: str | None) -> None:
+    """The references above resolve hrefs with ``links_in_tree`` too; Scrapy's
+    ``LinkExtractor`` resolves them with the formula, so a wrong ``PlainJoin`` fails here."""
+    found = lxml_extract(body, url=URL, content_type=content_type, max_links=0)[1]
+    assert [(link.url, link.text, link.nofollow) for link in found] == \
+        link_extractor_links(body, url=URL, content_type=content_type)
 
 
 @pytest.mark.parametrize(("body", "content_type"), [(b, c) for _, b, c in PAGES],
@@ -213,6 +293,22 @@ def test_the_page_set_exercises_links_limits_and_both_parser_inputs() -> None:
             "iso-8859-15 ascii only", "ascii undeclared"} <= set(direct)
     assert not {"latin1 undeclared", "invalid utf8 bytes", "nul bytes", "utf16le bom",
                 "leading information separators"} & set(direct)
+
+
+def test_most_links_of_the_relative_pages_skip_the_formula() -> None:
+    """Guards the comparisons with ``LinkExtractor`` against passing without ``PlainJoin``."""
+    root = etree.HTML(_realistic(20) + _RELATIVE)
+    hrefs = [element.get("href") for element in root.iter("a")]
+    join = PlainJoin.for_page(URL, URL, "utf-8")
+    assert join is not None
+    assert sum(join(href) is not None for href in hrefs) >= len(hrefs) - 3
+    results = {name: lxml_extract(body, url=URL, content_type=ctype, max_links=0)[1]
+               for name, body, ctype in PAGES}
+    assert len(results["realistic listing page"]) == 37
+    assert len(results["relative forms and dot segments"]) >= 20
+    assert [link.url for link in results["base href relative with dot segments"]][:3] == \
+        ["http://example.com/base/dir/k/", "http://example.com/base/dir/k2/",
+         "http://example.com/base/up/"]
 
 
 def test_clean_utf8_reaches_the_parser_as_the_body_itself() -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scrapy_cluster.errors import InvalidRequestError
 from scrapy_cluster.frontier import codec
@@ -81,3 +85,92 @@ def test_invalid_request_says_what_is_wrong(field: str, value: object, message: 
     request[field] = value
     with pytest.raises(InvalidRequestError, match=message):
         codec.validate(request)
+
+
+# --- fast paths against their reference ------------------------------------------------------
+
+def _reference_dupe_slot(digest: bytes) -> tuple[bytes, bytes]:
+    bucket = int.from_bytes(digest[:2], "big") >> (16 - codec.DUPE_BUCKET_BITS)
+    return f"{bucket:03x}".encode(), digest[2:9]
+
+
+@given(st.binary(min_size=16, max_size=16))
+def test_dupe_slot_equals_its_definition(digest: bytes) -> None:
+    assert codec.dupe_slot(digest) == _reference_dupe_slot(digest)
+
+
+def _validation(request: object) -> str | None:
+    """What ``codec._validate`` (the full checks) says of ``request``: None when valid."""
+    try:
+        codec._validate(request)
+    except InvalidRequestError as exc:
+        return str(exc)
+    return None
+
+
+def _memo_validation(request: object) -> str | None:
+    try:
+        codec.validate(request)
+    except InvalidRequestError as exc:
+        return str(exc)
+    return None
+
+
+_ODD_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-20_000, 20_000), st.floats(),
+                        st.sampled_from(["", "a", "link", "c:1", "x\x00", "\n", "1"]),
+                        st.lists(st.integers(), max_size=1))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(fields=st.dictionaries(st.sampled_from(["url", "appid", "crawlid", "spiderid",
+                                               "priority", "curdepth"]), _ODD_VALUES),
+       same_ids=st.booleans())
+def test_validate_with_its_memo_answers_as_the_full_checks(fields: dict[str, object],
+                                                           same_ids: bool) -> None:
+    """A request whose crawl identity was validated before (the memo is warm) is judged as
+    the full checks judge it, whatever its other fields."""
+    codec.validate({"url": "http://a.com/", "appid": "app", "crawlid": "c", "spiderid": "link"})
+    request = {"url": "http://a.com/x", "appid": "app", "crawlid": "c", "spiderid": "link",
+               **({} if same_ids else fields), **{key: value for key, value in fields.items()
+                                                   if key in ("url", "priority", "curdepth")}}
+    assert _memo_validation(request) == _validation(request)
+
+
+def test_validate_memo_is_bounded() -> None:
+    for index in range(codec.VALID_IDS_MEMO + 10):
+        codec.validate({"url": "http://a.com/", "appid": "a", "crawlid": f"c{index}",
+                        "spiderid": "link"})
+    assert len(codec._valid_ids) <= codec.VALID_IDS_MEMO
+
+
+_URLS = st.one_of(
+    st.sampled_from(["http://a.com", "http://a.com/x", "http://a.com:80/x", "http://a.com:8/x",
+                     "http://a.com.evil/x", "http://a.coma/", "http://A.com/?q", "http://a.com#f",
+                     "https://a.com/", "http://news.bbc.co.uk/", "http://bbc.co.uk:1/",
+                     "ftp://a.com/", "http://a.com@b.com/", "http://[::1]/", "/relative",
+                     "http://a.com\\x", "http://a.com:/", "http://a.com:x/", ""]),
+    st.builds("{}{}".format, st.sampled_from(["http://a.com", "http://b.a.com:80", "HTTP://A.COM"]),
+              st.text(alphabet="/?#:@.a1-\\ é", max_size=6)))
+
+
+def _reference_domain(url: str) -> str:
+    """``DomainExtractor``'s answer without its caches and memo."""
+    host = urlsplit(url).hostname
+    if not host:
+        raise InvalidRequestError(f"url has no host: {url!r}")
+    return EXTRACT._domain_of_host(host)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(urls=st.lists(_URLS, min_size=1, max_size=6))
+def test_domain_extractor_with_its_last_origin_memo_equals_the_reference(urls: list[str]) -> None:
+    """Any sequence of URLs: the memo of the last origin never answers for another host."""
+    EXTRACT._last = ("", "")
+    for url in urls:
+        outcomes = []
+        for function in (EXTRACT, _reference_domain):
+            try:
+                outcomes.append(function(url))
+            except (InvalidRequestError, ValueError) as exc:
+                outcomes.append(type(exc).__name__)
+        assert outcomes[0] == outcomes[1], url

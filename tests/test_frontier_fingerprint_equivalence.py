@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 import pytest
 import tldextract
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from w3lib.url import canonicalize_url
 
 from scrapy_cluster.errors import InvalidRequestError
@@ -40,7 +42,13 @@ PATHS = ["", "/", "//", "/a/b/c", "/A/B.html", "/a//b", "/a/./b", "/a/../b", "/.
          "/é", "/☃", "/\u3000", "/a|b", "/[x]", "/a\\b", "\\a", "/a^b", "/a`b", "/a{b}",
          "/a\"b", "/a<b>", "/!$&'()*+,=:@", "/-._~", "/\x00", "/\x7f", "/a" * 40]
 SUFFIXES = ["", "?", "?a=1", "?b=2&a=1", "?a", "?a=&b", "?a=1&a=0", "?q=a+b", "?q=a%20b",
-            "?q=é", "?q=%zz", "#", "#frag", "?a=1#f", "#a?b", "?a=1;b=2", "?'"]
+            "?q=é", "?q=%zz", "#", "#frag", "?a=1#f", "#a?b", "?a=1;b=2", "?'",
+            # the shapes the query and fragment fast paths take, and their near misses
+            "?page=2", "?page=2&sort=asc", "?sort=asc&page=2", "?a-b=1&a=1", "?a=1&a-b=1",
+            "?a=2&a=10", "?A=1&a=1", "?=1", "?=", "?a=", "?a==", "?a=b=c", "?a=1&&b=2",
+            "?a=1&", "?&a=1", "?a=1&b", "?q=caf%C3%A9", "?q=caf%c3%a9", "?q=%41", "?q=%2B",
+            "?q=a+b&p=1", "?q=%C3%A9&p=1", "?q=%20", "?q=~._-", "?a=1#", "?#x", "#top",
+            "#top?x=1", "#a#b", "#a b", "#a\\b", "#é", "#%zz", "#\t", "?page=2#comments"]
 SPECIAL_CHARACTERS = ([chr(code) for code in range(0, 256)]
                       + ["\u2024", "\ufe52", "\uff0e", "\u3002", "☃", "\U0001f600", "\ud7ff"])
 
@@ -72,6 +80,8 @@ def _random_path(rng: random.Random) -> str:
     if rng.random() < 0.3:
         return rng.choice(PATHS)
     plain = "abcXYZ019-._~!$&'()*+,=:@/"
+    if rng.random() < 0.2:  # percent-escapes, kept or re-written by w3lib
+        plain += "%" * 4 + "C3A9202F2e2E41c3"
     pieces = [rng.choice(plain) if rng.random() < 0.97 else rng.choice(SPECIAL_CHARACTERS)
               for _ in range(rng.randint(0, 30))]
     return "/" + "".join(pieces)
@@ -162,3 +172,46 @@ def test_domain_extractor_equals_uncached_tldextract_on_every_corpus_url() -> No
 def test_url_without_path_gets_the_root_path(url: str) -> None:
     assert canonical_url(url) == canonicalize_url(url)
     assert canonical_url(url).endswith("/")
+
+
+def _escape_kept(template: str, byte: int) -> bool:
+    url = template.format(f"%{byte:02X}")
+    return canonicalize_url(url) == url
+
+
+@pytest.mark.parametrize("template", ["http://a.com/x{}y", "http://a.com/?k=x{}y",
+                                      "http://a.com/?x{}y=1"])
+def test_fast_path_keeps_exactly_the_escapes_w3lib_keeps(template: str) -> None:
+    """Every upper-case escape of every byte, in a path, a query value and a query key: the
+    fast path answers for it exactly when w3lib writes it back unchanged."""
+    wrong = [byte for byte in range(256)
+             if (plain_canonical_url(template.format(f"%{byte:02X}")) is not None)
+             != _escape_kept(template, byte)]
+    assert wrong == []
+
+
+def test_relative_site_links_take_the_fast_path() -> None:
+    """The link forms of ``sitegen/relative_site.py`` never reach w3lib."""
+    page = "http://127.0.0.2:8080/t/3/7/12/"
+    for url in [page, f"{page}?page=2", f"{page}?page=2&sort=asc", f"{page}caf%C3%A9/",
+                f"{page}a%20b.html", f"{page}#top", f"{page}item-1.html",
+                "http://127.0.0.2:8080/products/?sort=price",
+                "http://127.0.0.2:8080/help/faq.html#shipping"]:
+        assert plain_canonical_url(url) == canonicalize_url(url), url
+
+
+_URL_ALPHABET = st.sampled_from(list("?&=#%+;/.~-_:@!$'()*,aAbBzZ09 é\\\t") + [
+    "%20", "%C3", "%a9", "%2F", "%3D", "%26", "%25", "%41", "%2e", "%2E", "%7E", "%FF", "%0"])
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(origin=st.sampled_from(["http://a.com", "HTTPS://Example.COM:443", "http://127.0.0.2:8080",
+                               "http://a.com:080", "https://x-y.b.co.uk"]),
+       tail=st.lists(_URL_ALPHABET, max_size=24).map("".join))
+@example(origin="http://a.com", tail="/?a=1&a-b=1")
+@example(origin="http://a.com", tail="/x?b=&a=#f")
+@example(origin="http://a.com", tail="/caf%C3%A9/?q=%C3%A9#%")
+def test_canonical_url_equals_w3lib_on_generated_query_and_fragment_forms(
+        origin: str, tail: str) -> None:
+    for url in (origin + tail, f"{origin}/{tail}", f"{origin}/p?{tail}", f"{origin}/p#{tail}"):
+        assert _outcome(canonical_url, url) == _outcome(canonicalize_url, url), url

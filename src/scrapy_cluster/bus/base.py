@@ -120,7 +120,9 @@ class MessageBus(Protocol):
 
 
 def encode_value(value: Any, max_bytes: int) -> bytes:
-    """JSON-encode ``value``; refuse it when the encoding exceeds ``max_bytes``."""
+    """JSON-encode ``value``; refuse it when the encoding exceeds ``max_bytes``. An
+    ``orjson.Fragment`` (a value its producer encoded already, e.g. a result item measured
+    with ``items.fit_encoded``) comes out byte for byte as it went in."""
     try:
         raw = orjson.dumps(value)
     except TypeError as exc:

@@ -7,9 +7,10 @@ trimmed to about ``REDIS_STREAM_MAXLEN`` entries on every XADD. The set
 ``keys.bus_topics()`` lists the topics, so ``list_topics`` never scans keys.
 
 The producer buffers messages and sends them with pipelined XADDs from a
-background thread (after ``REDIS_STREAM_LINGER_MS``) or as soon as
-``REDIS_STREAM_BATCH_SIZE`` are waiting: one round trip per batch. While
-Redis is unreachable the messages stay buffered (up to
+background thread (after ``REDIS_STREAM_LINGER_MS``, or at once when
+``REDIS_STREAM_BATCH_SIZE`` are waiting): one round trip per batch, none on
+the thread that calls ``produce`` (the crawler's event loop must never wait for
+Redis). While Redis is unreachable the messages stay buffered (up to
 ``REDIS_STREAM_MAX_BUFFERED``) and ``flush`` raises ``BusUnavailableError``;
 a later flush, or the background thread, delivers them once Redis is back.
 A batch interrupted by a dropped connection may be sent twice (at-least-once).
@@ -17,6 +18,7 @@ A batch interrupted by a dropped connection may be sent twice (at-least-once).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -46,34 +48,38 @@ class RedisStreamsProducer:
     def __init__(self, client: redis.Redis, policy: StreamsPolicy) -> None:
         self._client = client
         self._max_message_bytes = policy.max_message_bytes
-        self._maxlen = policy.maxlen
+        self._maxlen = str(policy.maxlen)  # as redis-py's ``xadd`` sends it
         self._batch_size = policy.batch_size
         self._linger_s = policy.linger_ms / 1000
         self._max_buffered = policy.max_buffered
         self._buffer: deque[tuple[str, bytes, bytes | None]] = deque()
-        self._lock = threading.Lock()  # guards the buffer; held while sending keeps order
-        self._wake = threading.Event()
+        self._lock = threading.Lock()  # guards the buffer; never held during a round trip
+        self._sending = threading.Lock()  # one sender at a time keeps the order
+        self._streams: dict[str, str] = {}
+        self._wake = threading.Event()  # messages wait: send them after the linger
+        self._hurry = threading.Event()  # a full batch waits: send it now
         self._stop = threading.Event()
         self._down_since: float | None = None
         self._thread: threading.Thread | None = None
 
     def produce(self, topic: str, value: Any, *, key: str | bytes | None = None) -> None:
-        """Buffer one message; every ``batch_size``-th one sends a batch (one round trip)."""
+        """Buffer one message for the background sender: no round trip on this thread. Only
+        the first message into an empty buffer wakes the sender (it sends until the buffer is
+        empty), and every ``batch_size``-th one cuts its linger short."""
         raw = encode_value(value, self._max_message_bytes)
         with self._lock:
-            if len(self._buffer) >= self._max_buffered:
+            waiting = len(self._buffer)
+            if waiting >= self._max_buffered:
                 raise BusUnavailableError(
-                    f"{len(self._buffer)} messages already wait for Redis "
+                    f"{waiting} messages already wait for Redis "
                     f"(REDIS_STREAM_MAX_BUFFERED); message to {topic!r} refused")
             self._buffer.append((topic, raw, encode_key(key)))
-            full = len(self._buffer) % self._batch_size == 0
-        if full and self._down_since is None:
-            try:
-                self._send_batch()
-            except BusUnavailableError:
-                pass  # kept buffered; the background thread and flush retry
-        self._start_thread()
-        self._wake.set()
+        if self._thread is None:
+            self._start_thread()
+        if not waiting:
+            self._wake.set()
+        elif (waiting + 1) % self._batch_size == 0 and self._down_since is None:
+            self._hurry.set()
 
     def flush(self, timeout_s: float = 10.0) -> None:
         """Send everything buffered, retrying until ``timeout_s``; raises if Redis stays down."""
@@ -97,6 +103,7 @@ class RedisStreamsProducer:
         finally:
             self._stop.set()
             self._wake.set()
+            self._hurry.set()
             if self._thread is not None:
                 self._thread.join(timeout=5)
 
@@ -105,24 +112,33 @@ class RedisStreamsProducer:
         return len(self._buffer)
 
     def _send_batch(self) -> int:
-        """XADD up to ``batch_size`` buffered messages in one round trip; returns how many."""
-        with self._lock:
-            batch = [self._buffer[i] for i in range(min(self._batch_size, len(self._buffer)))]
+        """XADD up to ``batch_size`` buffered messages in one round trip; returns how many.
+        The buffer is locked only to copy the batch and to drop it once sent, so ``produce``
+        never waits for Redis; the batch stays first in the buffer meanwhile (only senders
+        take from it, one at a time)."""
+        with self._sending:
+            with self._lock:
+                batch = list(itertools.islice(self._buffer, self._batch_size))
             if not batch:
                 return 0
             pipe = self._client.pipeline(transaction=False)
+            stage = pipe.pipeline_execute_command  # what ``xadd`` stages, without its checks
+            streams, maxlen = self._streams, self._maxlen
             for topic, raw, key in batch:
-                fields: dict[str, bytes] = {"v": raw} if key is None else {"v": raw, "k": key}
-                pipe.xadd(keys.bus_stream(topic), fields,  # type: ignore[arg-type]
-                          maxlen=self._maxlen, approximate=True)
+                stream = streams.get(topic) or streams.setdefault(topic, keys.bus_stream(topic))
+                if key is None:
+                    stage("XADD", stream, b"MAXLEN", b"~", maxlen, "*", "v", raw)
+                else:
+                    stage("XADD", stream, b"MAXLEN", b"~", maxlen, "*", "v", raw, "k", key)
             pipe.sadd(keys.bus_topics(), *{topic for topic, _, _ in batch})
             try:
                 pipe.execute()
             except REDIS_DOWN_ERRORS as exc:
                 self._note_down(exc)
                 raise BusUnavailableError(f"Redis unreachable: {exc}") from exc
-            for _ in batch:
-                self._buffer.popleft()
+            with self._lock:
+                for _ in batch:
+                    self._buffer.popleft()
         if self._down_since is not None:
             logger.info("Redis reachable again; buffered messages are being sent")
             self._down_since = None
@@ -144,7 +160,9 @@ class RedisStreamsProducer:
         while not self._stop.is_set():
             self._wake.wait()
             self._wake.clear()
-            if self._stop.wait(self._linger_s):
+            self._hurry.wait(self._linger_s)
+            self._hurry.clear()
+            if self._stop.is_set():
                 return
             try:
                 while self._send_batch():

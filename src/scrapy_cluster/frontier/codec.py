@@ -19,7 +19,7 @@ import orjson
 import tldextract
 
 from scrapy_cluster.errors import InvalidRequestError
-from scrapy_cluster.frontier.urls import canonical_url, url_host
+from scrapy_cluster.frontier.urls import ORIGIN_ENDS, canonical_url, plain_origin_host, url_host
 
 PRIORITY_LIMIT = 16383
 """|priority| must not exceed this (sub-queue order scores must stay exact doubles)."""
@@ -62,26 +62,64 @@ MAX_DEPTH_RECORDED = 254
 
 
 class DomainExtractor:
-    """Registered domain of a URL from tldextract's bundled public-suffix snapshot (no network)."""
+    """Registered domain of a URL from tldextract's bundled public-suffix snapshot (no network).
+
+    Remembers the origin of the last plain URL and its domain: the links of a page mostly
+    share their origin, and a URL starting with it is answered by one ``startswith``."""
 
     def __init__(self, cache_size: int = HOST_CACHE_SIZE) -> None:
         self._extract = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
         self.domain_of_host = lru_cache(maxsize=cache_size)(self._domain_of_host)
+        self._last = ("", "")
+        """(origin, domain), replaced as one tuple so that threads never mix two."""
 
     def __call__(self, url: str) -> str:
         """``http://news.bbc.co.uk/x`` -> ``bbc.co.uk``; IPs and bare hosts are their own domain."""
-        host = url_host(url)
-        if not host:
-            raise InvalidRequestError(f"url has no host: {url!r}")
-        return self.domain_of_host(host)
+        origin, domain = self._last
+        if origin and url.startswith(origin) and url[len(origin):len(origin) + 1] in ORIGIN_ENDS:
+            return domain
+        plain = plain_origin_host(url)
+        if plain is None:
+            host = url_host(url)
+            if not host:
+                raise InvalidRequestError(f"url has no host: {url!r}")
+            return self.domain_of_host(host)
+        domain = self.domain_of_host(plain[1])
+        self._last = (plain[0], domain)
+        return domain
 
     def _domain_of_host(self, host: str) -> str:
         parts = self._extract.extract_str(host)
         return parts.top_domain_under_public_suffix or host
 
 
+VALID_IDS_MEMO = 1024
+"""Distinct (spiderid, crawlid, appid) triples ``validate`` remembers as checked."""
+_valid_ids: set[tuple[str, str, str]] = set()
+
+
 def validate(request: Any) -> None:
-    """Raise ``InvalidRequestError`` saying what is wrong with ``request``."""
+    """Raise ``InvalidRequestError`` saying what is wrong with ``request``.
+
+    The links of a page share their crawl's identity: once a (spiderid, crawlid, appid)
+    passed, a request carrying it, a non-empty str url, and an int priority and depth in
+    range is valid without the regex checks (about 3x faster)."""
+    if type(request) is dict:
+        url, priority, curdepth = request.get("url"), request.get("priority", 1), \
+            request.get("curdepth", 0)
+        ids = (request.get("spiderid"), request.get("crawlid"), request.get("appid"))
+        if (type(url) is str and url and type(priority) is int and type(curdepth) is int
+                and -PRIORITY_LIMIT <= priority <= PRIORITY_LIMIT and curdepth >= 0
+                and type(ids[0]) is str and type(ids[1]) is str and type(ids[2]) is str
+                and ids in _valid_ids):
+            return
+    _validate(request)
+    if len(_valid_ids) >= VALID_IDS_MEMO:
+        _valid_ids.clear()
+    _valid_ids.add((request["spiderid"], request["crawlid"], request["appid"]))
+
+
+def _validate(request: Any) -> None:
     if not isinstance(request, dict):
         raise InvalidRequestError(f"a crawl request must be a JSON object, got {type(request).__name__}")
     for name in REQUIRED:
@@ -146,7 +184,13 @@ def item_enqueued_ms(head: bytes) -> int | None:
 
 def fingerprint(request: dict[str, Any]) -> bytes:
     """16-byte BLAKE2b of (method, canonical URL, body): equal for equivalent requests."""
-    method = request.get("method") or "GET"
+    method = request.get("method")
+    if (method is None or method == "GET") and not request.get("body_b64") \
+            and not request.get("body"):  # a plain GET, as links are: one join, one hash
+        url = canonical_url(request["url"]).encode()
+        return _blake2b(b"".join((_GET_HEAD, len(url).to_bytes(8, "big"), url, _NO_BODY)),
+                        digest_size=FINGERPRINT_BYTES).digest()
+    method = method or "GET"
     head = _GET_HEAD if method == "GET" else _length_prefixed(str(method).upper().encode())
     url = canonical_url(request["url"]).encode()
     body = request.get("body_b64") or request.get("body") or b""
@@ -161,11 +205,14 @@ def _length_prefixed(part: bytes) -> bytes:
 
 
 _GET_HEAD = _length_prefixed(b"GET")
+_NO_BODY = _length_prefixed(b"")
+_blake2b = hashlib.blake2b
+_BUCKET_FIELDS = tuple(f"{bucket:03x}".encode() for bucket in range(1 << DUPE_BUCKET_BITS))
 
 
 def dupe_slot(digest: bytes) -> tuple[bytes, bytes]:
     """(bucket field, 7-byte fingerprint) under which ``digest`` is stored in a dupefilter hash;
     the enqueue script appends the depth byte to make the 8-byte record."""
-    bucket = int.from_bytes(digest[:2], "big") >> (16 - DUPE_BUCKET_BITS)
-    return f"{bucket:03x}".encode(), digest[DUPE_FINGERPRINT]
+    bucket = ((digest[0] << 8) | digest[1]) >> (16 - DUPE_BUCKET_BITS)
+    return _BUCKET_FIELDS[bucket], digest[DUPE_FINGERPRINT]
 

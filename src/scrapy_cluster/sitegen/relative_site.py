@@ -21,7 +21,8 @@ grow as they would on a large site. Pages are ``page_bytes`` long (7 KB by defau
 
 ``write_static`` writes robots.txt and the one page per host, and ``NGINX_LOCATIONS`` is the
 nginx configuration that answers it for every path (``tests/support/nginx.py``);
-``RelativeSiteServer`` serves it from Python (no nginx).
+``RelativeSiteServer`` serves it from Python (no nginx; standalone:
+``python -m scrapy_cluster.sitegen.relative_site --port 8080``).
 """
 
 from __future__ import annotations
@@ -165,3 +166,23 @@ class RelativeSiteServer(HostServers):
 
     def _server(self, host: str) -> ThreadingHTTPServer:
         return _HostServer(host, self.site.port, self, keep_query=True)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Serve the relative-link test site.")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--hosts", default="127.0.0.2,127.0.0.3")
+    parser.add_argument("--page-bytes", type=int, default=7000)
+    args = parser.parse_args(argv)
+    config = RelativeSiteConfig(hosts=tuple(args.hosts.split(",")), page_bytes=args.page_bytes)
+    server = RelativeSiteServer(config, args.port).start()
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -434,20 +434,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--pages", type=int, default=1000)
     parser.add_argument("--links", type=int, default=20)
     parser.add_argument("--page-bytes", type=int, default=7000)
-    parser.add_argument("--shape", choices=("absolute", "relative"), default="absolute",
-                        help="relative: sitegen.relative_site (--pages and --links unused)")
     args = parser.parse_args(argv)
-    hosts = tuple(args.hosts.split(","))
-    server: HostServers
-    if args.shape == "relative":
-        from scrapy_cluster.sitegen.relative_site import RelativeSiteConfig, RelativeSiteServer
-
-        server = RelativeSiteServer(RelativeSiteConfig(hosts=hosts, page_bytes=args.page_bytes),
-                                    args.port).start()
-    else:
-        server = SiteServer(SiteConfig(hosts=hosts, pages_per_host=args.pages,
-                                       links_per_page=args.links, page_bytes=args.page_bytes),
-                            args.port).start()
+    config = SiteConfig(hosts=tuple(args.hosts.split(",")), pages_per_host=args.pages,
+                        links_per_page=args.links, page_bytes=args.page_bytes)
+    server = SiteServer(config, args.port).start()
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

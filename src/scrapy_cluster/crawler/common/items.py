@@ -115,18 +115,33 @@ def failed_item(*, url: str, error_type: str, message: str, reason: str,
 
 def fit_to_limit(item: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     """``item`` itself when it encodes within ``max_bytes``, else a copy with the body cut to fit."""
-    size = len(orjson.dumps(item))
-    if size <= max_bytes:
-        return item
+    return fit_encoded(item, max_bytes)[0]
+
+
+def fit_encoded(item: dict[str, Any], max_bytes: int) -> tuple[dict[str, Any], bytes]:
+    """``fit_to_limit(item, max_bytes)`` and its JSON (``orjson.dumps``): an item that fits is
+    encoded once, and its encoding is what goes on the bus (``orjson.Fragment``)."""
+    raw = orjson.dumps(item)
+    if len(raw) <= max_bytes:
+        return item, raw
+    return _cut_to_fit(item, max_bytes, len(raw))
+
+
+def _cut_to_fit(item: dict[str, Any], max_bytes: int,
+                size: int) -> tuple[dict[str, Any], bytes]:
+    """A copy of ``item`` (``size`` bytes encoded) with the body cut, then the links dropped,
+    to fit ``max_bytes``; and its JSON."""
     fitted = {**item, "body_truncated": True}
     body = fitted.get("body") or ""
     overhead = size - len(orjson.dumps(body))
     budget = max_bytes - overhead - _ITEM_MARGIN_BYTES
     fitted["body"] = _cut(body, budget, is_base64=bool(item.get("encoding_base64")))
-    if len(orjson.dumps(fitted)) > max_bytes:
+    raw = orjson.dumps(fitted)
+    if len(raw) > max_bytes:
         fitted["body"] = ""
         fitted["links"], fitted["links_truncated"] = [], True
-    return fitted
+        raw = orjson.dumps(fitted)
+    return fitted, raw
 
 
 def _cut(body: str, budget_bytes: int, *, is_base64: bool) -> str:

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 from lxml import etree
 from scrapy.link import Link
@@ -30,6 +30,9 @@ from scrapy.linkextractors import IGNORED_EXTENSIONS
 from scrapy.utils.misc import rel_has_nofollow
 from w3lib.html import strip_html5_whitespace
 from w3lib.url import safe_url_string
+
+from scrapy_cluster.crawler.common.url_join import PlainJoin
+from scrapy_cluster.frontier.urls import url_host
 
 XHTML = "{http://www.w3.org/1999/xhtml}"
 LINK_TAGS = ("a", "area", f"{XHTML}a", f"{XHTML}area")
@@ -46,9 +49,18 @@ the 256 filter sets ``rules_for`` keeps, at most 512,000 answers per process."""
 
 
 def host_in_domains(url: str, domains: Sequence[str]) -> bool:
-    """True when the URL's host (port ignored) is one of ``domains`` or a subdomain of one."""
-    host = (urlsplit(url).hostname or "").lower()
-    return any(host == d or host.endswith("." + d) for d in (d.lower() for d in domains))
+    """True when the URL's host (port ignored) is one of ``domains`` or a subdomain of one.
+    The host is read by ``url_host`` (one regex match for a plain http(s) URL)."""
+    host = (url_host(url) or "").lower()
+    exact, suffixes = _domain_forms(tuple(domains))
+    return host in exact or host.endswith(suffixes)
+
+
+@lru_cache(maxsize=256)
+def _domain_forms(domains: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """``domains`` lower-cased, and as ``.domain`` suffixes of their subdomains."""
+    lowered = [domain.lower() for domain in domains]
+    return frozenset(lowered), tuple(f".{domain}" for domain in lowered)
 
 
 def _as_list(value: Any) -> list[str]:
@@ -73,7 +85,13 @@ class LinkRules:
     _answers: dict[str, str | None] = field(default_factory=dict, compare=False, hash=False,
                                             repr=False)
     """``refusal`` per URL already asked (a site's menu links come on every page); at most
-    REFUSAL_MEMO URLs, then started afresh."""
+    REFUSAL_MEMO URLs, then started afresh. Only with allowed domains or regexes: the
+    extension check alone costs less than asking the memo."""
+    _remembers: bool = field(init=False, compare=False, hash=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_remembers", bool(self.allowed_domains or self.allow
+                                                    or self.deny))
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> LinkRules:
@@ -93,6 +111,8 @@ class LinkRules:
     def refusal(self, url: str) -> str | None:
         """The first filter refusing ``url`` (``offsite``, ``deny_regex``, ``allow_regex``,
         ``deny_extensions``), or None when it passes them all."""
+        if not self._remembers:
+            return "deny_extensions" if has_extension(url, self.deny_extensions) else None
         answers = self._answers
         if url in answers:
             return answers[url]
@@ -104,7 +124,7 @@ class LinkRules:
     def _refusal(self, url: str) -> str | None:
         if self.allowed_domains and not host_in_domains(url, self.allowed_domains):
             return "offsite"
-        if any(pattern.search(url) for pattern in self.deny):
+        if self.deny and any(pattern.search(url) for pattern in self.deny):
             return "deny_regex"
         if self.allow and not any(pattern.search(url) for pattern in self.allow):
             return "allow_regex"
@@ -115,22 +135,41 @@ def has_extension(url: str, extensions: frozenset[str]) -> bool:
     """True when the URL's path ends with one of ``extensions`` (each ``.ext``, lower case).
 
     Same answer as Scrapy's ``url_has_any_extension``, but one set lookup per dot in the
-    path instead of one ``endswith`` per extension.
+    path's last segment instead of one ``endswith`` per extension, and none when that segment
+    has no dot (most links: a directory, a page without extension).
     """
-    if not extensions:
+    if not extensions or (url[-1:] == "/" and "?" not in url and "#" not in url):
+        return False  # a directory
+    segment = _dotted_last_segment(url)
+    if not segment:
         return False
-    authority = url.find("//")
-    found = _AUTHORITY_END.search(url, authority + 2 if authority != -1 else 0)
-    if found is None or found.group() != "/":
-        return False
-    path = url[found.start():].split("#", 1)[0].split("?", 1)[0].lower()
-    segment = path[path.rfind("/") + 1:].split(";", 1)[0]  # urlparse drops ;params
+    segment = segment.lower().split(";", 1)[0]  # urlparse drops ;params
     dot = segment.find(".")
     while dot != -1:
         if segment[dot:] in extensions:
             return True
         dot = segment.find(".", dot + 1)
     return False
+
+
+def _dotted_last_segment(url: str) -> str:
+    """What follows the last ``/`` of the URL's path when it may have an extension; "" when
+    the URL has no path or no dot there. A URL with neither query nor fragment ends with its
+    path: its last ``/`` is the path's unless it belongs to the ``//`` of the authority (then
+    there is no path), and without a dot after it the authority is not even looked for."""
+    if "?" not in url and "#" not in url:
+        slash = url.rfind("/")
+        segment = url[slash + 1:]
+        if "." not in segment:
+            return ""
+        authority = url.find("//")
+        return segment if slash >= (authority + 2 if authority != -1 else 0) else ""
+    authority = url.find("//")
+    found = _AUTHORITY_END.search(url, authority + 2 if authority != -1 else 0)
+    if found is None or found.group() != "/":
+        return ""
+    path = url[found.start():].split("#", 1)[0].split("?", 1)[0]
+    return path[path.rfind("/") + 1:]
 
 
 @lru_cache(maxsize=256)
@@ -180,10 +219,12 @@ def links_in_tree(root: Any, *, base_url: str, page_url: str, encoding: str,
     """
     seen: set[str] = set()
     links: list[Link] = []
+    join = PlainJoin.for_page(base_url, page_url, encoding) or _no_plain_join
     elements = root.iter(*LINK_TAGS)
     for element in elements:
         href = element.get("href")
-        url = None if href is None else _absolute_url(href, base_url, page_url, encoding)
+        url = None if href is None else \
+            join(href) or _absolute_url(href, base_url, page_url, encoding)
         if url is None or url in seen or not url.startswith(("http://", "https://")):
             continue
         seen.add(url)
@@ -194,8 +235,14 @@ def links_in_tree(root: Any, *, base_url: str, page_url: str, encoding: str,
     return PageLinks(links, sum(1 for element in elements if element.get("href") is not None))
 
 
+def _no_plain_join(href: str) -> None:
+    """``PlainJoin`` of a page none of whose hrefs may skip ``_absolute_url``."""
+
+
 def _absolute_url(href: str, base_url: str, page_url: str, encoding: str) -> str | None:
-    """The absolute, safely quoted URL of ``href``; None for a bogus one."""
+    """The absolute, safely quoted URL of ``href``; None for a bogus one. ``PlainJoin`` gives
+    the same answer for the plain relative hrefs of most pages, without joining twice and
+    quoting."""
     href = strip_html5_whitespace(href)
     if _PLAIN_ABSOLUTE_URL.match(href):
         return href
@@ -227,11 +274,22 @@ def select_links(links: Sequence[Link], meta: Mapping[str, Any], now_s: float, *
         return LinkSelection([], Counter({"expired": len(links)}))
     if not may_go_deeper(meta):
         return LinkSelection([], Counter({"maxdepth": len(links)}))
-    rules = rules_for(meta)
-    follow: list[Link] = []
+    return _split_links(links, rules_for(meta))
+
+
+def _split_links(links: Sequence[Link], rules: LinkRules) -> LinkSelection:
+    """``select_links`` by ``rules`` alone; the extension check asked directly (one call per
+    link) when it is the only filter."""
+    if not rules._remembers:
+        extensions = rules.deny_extensions
+        follow = [link for link in links if not has_extension(link.url, extensions)]
+        refused = len(links) - len(follow)
+        return LinkSelection(follow, Counter({"deny_extensions": refused} if refused else {}))
+    follow = []
     filtered: Counter[str] = Counter()
+    refusal = rules.refusal
     for link in links:
-        reason = rules.refusal(link.url)
+        reason = refusal(link.url)
         if reason is None:
             follow.append(link)
         else:

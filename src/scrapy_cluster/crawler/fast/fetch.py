@@ -25,6 +25,7 @@ CONNECTION_HEADERS = frozenset({
     "upgrade", "proxy-connection"})
 """Connection-control headers Twisted (so the Scrapy crawler) keeps out of response headers."""
 READ_CHUNK_BYTES = 64 * 1024
+NO_TIME_LIMIT = aiohttp.ClientTimeout()
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ class AiohttpFetcher:
         self.verify_tls = verify_tls
         self.guard = guard
         self._session: aiohttp.ClientSession | None = None
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -124,8 +126,10 @@ class AiohttpFetcher:
     async def fetch(self, request: FetchRequest, *, timeout_s: float,
                     max_bytes: int) -> FetchResponse:
         try:
+            if timeout_s > 0:  # aiohttp's own timer: one timer per request, not two
+                return await self._fetch(request, max_bytes, self._timeout(timeout_s))
             async with asyncio.timeout(timeout_s):
-                return await self._fetch(request, max_bytes)
+                return await self._fetch(request, max_bytes, NO_TIME_LIMIT)
         except TimeoutError as exc:
             raise FetchError(f"Getting {request.url} took longer than {float(timeout_s)} seconds.",
                              error_type="DownloadTimeoutError", reason="timeout") from exc
@@ -145,12 +149,20 @@ class AiohttpFetcher:
             raise FetchError(str(exc) or type(exc).__name__,
                              error_type="DownloadFailedError") from exc
 
-    async def _fetch(self, request: FetchRequest, max_bytes: int) -> FetchResponse:
+    def _timeout(self, total_s: float) -> aiohttp.ClientTimeout:
+        """The whole download's limit (connect, send, headers and body), one object per value."""
+        timeout = self._timeouts.get(total_s)
+        if timeout is None:
+            timeout = self._timeouts[total_s] = aiohttp.ClientTimeout(total=total_s)
+        return timeout
+
+    async def _fetch(self, request: FetchRequest, max_bytes: int,
+                     timeout: aiohttp.ClientTimeout) -> FetchResponse:
         # the URL goes out exactly as queued and named in the item (it was made safe by
         # build_request, as Scrapy's Request does): yarl must not re-quote it ('%zz', '%7E')
         async with self._client().request(
                 request.method, yarl.URL(request.url, encoded=True),
-                headers=list(request.headers),
+                headers=list(request.headers), timeout=timeout,
                 data=request.body or None, allow_redirects=False) as response:
             expected = response.content_length  # the bytes on the wire, as Scrapy checks
             if max_bytes and expected is not None and expected > max_bytes:
