@@ -213,6 +213,9 @@ PAGES: list[tuple[str, bytes, str | None]] = [
     ("binary type", b'<a href="x.html">x</a>', "application/pdf"),
     ("image bytes", b"\x89PNG\r\n\x1a\n\x00\x00<a href='x'>", "image/png"),
     ("deep nesting", b"<div>" * 20_000 + b'<a href="deep.html">deep</a>', HTML),
+    ("link text with markup, comments, entities and none", b'<a href="a"><b>bold</b> and '
+     b'<!-- c --> text</a><a href="b">&amp; &eacute;</a><a href="c"></a><a href="d"><!-- x -->'
+     b'</a><a href="e"> <img alt="i"> </a><area href="f" alt="x">', UTF8),
     ("many links past the limit", "".join(
         f'<a href="/l{n}.html">{n}</a>' for n in range(1500)).encode(), UTF8),
     ("relative forms and dot segments", _RELATIVE.encode(), UTF8),

@@ -228,8 +228,9 @@ def links_in_tree(root: Any, *, base_url: str, page_url: str, encoding: str,
         if url is None or url in seen or not url.startswith(("http://", "https://")):
             continue
         seen.add(url)
-        links.append(Link(url, _string_content(element) or "",
-                          nofollow=rel_has_nofollow(element.get("rel"))))
+        # an element without children: its string value is its text, read without XPath
+        text = (element.text or "") if not len(element) else (_string_content(element) or "")
+        links.append(Link(url, text, nofollow=rel_has_nofollow(element.get("rel"))))
         if len(links) == max_links:
             break
     return PageLinks(links, sum(1 for element in elements if element.get("href") is not None))

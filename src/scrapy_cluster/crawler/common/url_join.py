@@ -11,11 +11,12 @@ the base URL split once per page, the way ``urljoin`` joins them: RFC 3986 dot s
 when the href has no path).
 
 Whatever could make the formula answer otherwise is left to it (``PlainJoin`` answers None):
-an href with a scheme, a host, whitespace or control characters inside, ``%`` (w3lib means to
-quote one that starts no escape some day), ``;`` in its path, ``\\``, non-ASCII, ``'`` in its
+an href with a scheme, a host, whitespace or control characters inside, a ``%`` that starts
+no escape (w3lib means to quote those some day; an escape ``%XX`` is kept as written, in the
+href and in the base URL), ``;`` in its path, ``\\``, non-ASCII, ``'`` in its
 query, ``#`` in its fragment, or an empty href; and every href of a page whose base URL is not
 a plain lower-case http(s) URL (a host of ``a-z0-9.-``, a port without leading zero, no user
-info, ``;``, ``%`` ...), whose page URL ``urljoin`` refuses, or whose encoding does not write
+info, ``;``, a bare ``%`` ...), whose page URL ``urljoin`` refuses, or whose encoding does not write
 ASCII as ASCII (UTF-16 and UTF-32 quote every character of a query).
 """
 
@@ -31,10 +32,13 @@ from w3lib.html import HTML5_WHITESPACE
 _PATH = r"A-Za-z0-9\-._~:@!$&'()*+,=/"
 _QUERY = r"A-Za-z0-9\-._~:@!$&()*+,;=/?"
 _FRAGMENT = r"A-Za-z0-9\-._~:@!$&'()*+,;=/?"
-_HREF = re.compile(rf"([{_PATH}]*)(?:\?([{_QUERY}]*))?(?:#([{_FRAGMENT}]*))?\Z")
+_ESCAPE = "%[0-9A-Fa-f]{2}"
+"""A percent escape: ``safe_url_string`` keeps it as it is (hex case included)."""
+_HREF = re.compile(rf"((?:[{_PATH}]|{_ESCAPE})*)(?:\?((?:[{_QUERY}]|{_ESCAPE})*))?"
+                   rf"(?:#((?:[{_FRAGMENT}]|{_ESCAPE})*))?\Z")
 _BASE = re.compile(
-    rf"(https?://[a-z0-9][a-z0-9.\-]*(?::([1-9][0-9]{{0,4}}))?)(/[{_PATH}]*)?"
-    rf"(?:\?([{_QUERY}]*))?(?:#.*)?\Z")
+    rf"(https?://[a-z0-9][a-z0-9.\-]*(?::([1-9][0-9]{{0,4}}))?)(/(?:[{_PATH}]|{_ESCAPE})*)?"
+    rf"(?:\?((?:[{_QUERY}]|{_ESCAPE})*))?(?:#.*)?\Z")
 _ASCII_IN_USE = string.ascii_letters + string.digits + "-._~:@!$&'()*+,;=/?"
 
 
