@@ -364,6 +364,37 @@ def profile_fast(site: Site, client: redis.Redis, redis_url: str, workdir: Path,
               f"{_short(filename)}:{line} {func}")
 
 
+def spy_fast(site: Site, client: redis.Redis, redis_url: str, workdir: Path,
+             seconds: float, timeout_s: float) -> None:
+    """One fast engine crawling ``site`` as in (e), sampled by py-spy for ``seconds`` after
+    300 pages of warm-up; prints where its main thread's time goes (``spy_summary.py``).
+    Sampling does not slow the crawler (py-spy reads it from outside)."""
+    spy = shutil.which("py-spy") or str(Path(PY).with_name("py-spy"))
+    if not Path(spy).exists():
+        print("py-spy not installed (pip install py-spy): no sample")
+        return
+    client.flushdb()
+    processes = start_crawlers(1, redis_url, workdir, "fast", tls_env(site))
+    pid = processes[0].pid
+    raw = workdir / "fast-spy.txt"
+    try:
+        seed_crawl(client, redis_url, site)
+        deadline = time.monotonic() + timeout_s
+        wait_for_hits(site, site.hits() + 300, [pid], deadline)
+        start_hits, start_cpu = site.hits(), cpu_s([pid])
+        subprocess.run([spy, "record", "--pid", str(pid), "--duration", str(int(seconds)),
+                        "--rate", "250", "--format", "raw", "--nonblocking", "--output",
+                        str(raw)], check=True, capture_output=True)
+        done = site.hits() - start_hits
+        cpu_ms_page = (cpu_s([pid]) - start_cpu) * 1000 / max(done, 1)
+    finally:
+        stop_processes(processes)
+    from spy_summary import report as spy_report
+
+    print(f"({site.shape}-link site: {done} pages in the sample)")
+    spy_report(raw, cpu_ms_page)
+
+
 def _short(filename: str) -> str:
     for marker in ("site-packages/", "src/", "lib/python3"):
         if marker in filename:
@@ -417,7 +448,11 @@ def parse_args() -> argparse.Namespace:
                         help="'absolute', 'relative' or both (default): the site's shape(s); "
                              "every selected variant runs once per shape")
     parser.add_argument("--profile-shape", default="relative",
-                        help="the shape --profile-pages runs on (if it is among --shapes)")
+                        help="the shape --profile-pages and --spy-seconds run on (if it is "
+                             "among --shapes)")
+    parser.add_argument("--spy-seconds", type=float, default=0,
+                        help="then sample one fast engine with py-spy for this long and print "
+                             "where its time goes per page (0: no)")
     args = parser.parse_args()
     args.schemes = (args.schemes or ("http,https" if args.tls else "http")).split(",")
     args.buses = args.bus.split(",")
@@ -571,6 +606,10 @@ def main() -> None:
             profiled = next((site for site in sites.values()
                              if site.shape == args.profile_shape), first)
             profile_fast(profiled, client, redis_url, workdir, args.profile_pages, args.timeout)
+        if args.spy_seconds:
+            sampled = next((site for site in sites.values()
+                            if site.shape == args.profile_shape), first)
+            spy_fast(sampled, client, redis_url, workdir, args.spy_seconds, args.timeout)
         if not args.no_latency:
             print(f"median enqueue-to-fetch latency, idle cluster ({first.scheme}): "
                   f"{latency_ms(first, client, redis_url, workdir, 20):.1f} ms")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from w3lib.html import strip_html5_whitespace
 from w3lib.url import safe_url_string
 
-from scrapy_cluster.crawler.common.link_rules import _absolute_url, links_in_tree
+from scrapy_cluster.crawler.common.link_rules import _OTHER_SCHEME, _absolute_url, links_in_tree
 from scrapy_cluster.crawler.common.url_join import PlainJoin
 
 _FROZEN_PLAIN_ABSOLUTE_URL = re.compile(
@@ -229,3 +229,29 @@ def test_any_href_resolves_as_the_formula_does(href: str, context: tuple[str, st
     expected = reference(href, base_url, page_url, encoding)
     assert fast in (None, expected)
     assert resolved(href, base_url, page_url, encoding) == expected
+
+
+_SCHEMES = ["javascript:", "mailto:", "tel:", "data:", "ftp:", "JaVaScRiPt:", "a:", "httpx:",
+            "http:", "HTTPS:", "https:", " mailto:", "\tjavascript:", "java\tscript:", "h-1.x+:"]
+
+
+@settings(max_examples=3_000, deadline=None, derandomize=True)
+@given(href=st.tuples(st.sampled_from(_SCHEMES), st.text(alphabet=_ALPHABET, max_size=16))
+       .map("".join),
+       context=st.sampled_from(CONTEXTS))
+def test_an_href_skipped_for_its_scheme_never_resolves_to_an_http_link(
+        href: str, context: tuple[str, str]) -> None:
+    """``links_in_tree`` skips the formula for an href of another scheme: the formula never
+    makes an http(s) URL of one."""
+    base_url, page_url = context
+    url = reference(href, base_url, page_url, "utf-8")
+    if _OTHER_SCHEME.match(href):
+        assert url is None or not url.startswith(("http://", "https://"))
+
+
+@pytest.mark.parametrize(("href", "skipped"), [
+    ("javascript:void(0)", True), ("mailto:a@b.c", True), (" tel:1", True), ("a:b", True),
+    ("httpx:y", True), ("http:x", False), ("HTTPS:x", False), ("https://a/", False),
+    ("java\tscript:x", False), ("1a:b", False), ("/x:y", False), ("x", False)])
+def test_which_hrefs_are_skipped_for_their_scheme(href: str, skipped: bool) -> None:
+    assert bool(_OTHER_SCHEME.match(href)) is skipped

@@ -223,8 +223,9 @@ def links_in_tree(root: Any, *, base_url: str, page_url: str, encoding: str,
     elements = root.iter(*LINK_TAGS)
     for element in elements:
         href = element.get("href")
-        url = None if href is None else \
-            join(href) or _absolute_url(href, base_url, page_url, encoding)
+        url = None if href is None else join(href) or (
+            None if _OTHER_SCHEME.match(href) else _absolute_url(href, base_url, page_url,
+                                                                encoding))
         if url is None or url in seen or not url.startswith(("http://", "https://")):
             continue
         seen.add(url)
@@ -234,6 +235,12 @@ def links_in_tree(root: Any, *, base_url: str, page_url: str, encoding: str,
         if len(links) == max_links:
             break
     return PageLinks(links, sum(1 for element in elements if element.get("href") is not None))
+
+
+_OTHER_SCHEME = re.compile(r"[ \t\n\f\r]*(?![Hh][Tt][Tt][Pp][Ss]?:)[A-Za-z][A-Za-z0-9+.\-]*:")
+"""An href whose scheme is not http(s) (``javascript:``, ``mailto:``, ``tel:``...): ``urljoin``
+keeps such an href as it is, so it never resolves to an http(s) link. Skipped without the
+formula; anything less plain (a tab inside the scheme...) still goes through it."""
 
 
 def _no_plain_join(href: str) -> None:

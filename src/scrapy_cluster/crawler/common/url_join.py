@@ -36,6 +36,8 @@ _ESCAPE = "%[0-9A-Fa-f]{2}"
 """A percent escape: ``safe_url_string`` keeps it as it is (hex case included)."""
 _HREF = re.compile(rf"((?:[{_PATH}]|{_ESCAPE})*)(?:\?((?:[{_QUERY}]|{_ESCAPE})*))?"
                    rf"(?:#((?:[{_FRAGMENT}]|{_ESCAPE})*))?\Z")
+_HREF_NO_ESCAPE = re.compile(rf"([{_PATH}]*)(?:\?([{_QUERY}]*))?(?:#([{_FRAGMENT}]*))?\Z")
+"""``_HREF`` for an href without ``%``: the same groups, half the matching time."""
 _BASE = re.compile(
     rf"(https?://[a-z0-9][a-z0-9.\-]*(?::([1-9][0-9]{{0,4}}))?)(/(?:[{_PATH}]|{_ESCAPE})*)?"
     rf"(?:\?((?:[{_QUERY}]|{_ESCAPE})*))?(?:#.*)?\Z")
@@ -89,7 +91,7 @@ class PlainJoin:
     def __call__(self, href: str) -> str | None:
         """The absolute URL of ``href``, or None when only the formula may say."""
         href = href.strip(HTML5_WHITESPACE)
-        found = _HREF.match(href)
+        found = (_HREF if "%" in href else _HREF_NO_ESCAPE).match(href)
         if found is None or not href:
             return None
         path, query, fragment = found.groups()
