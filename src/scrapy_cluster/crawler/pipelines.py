@@ -16,13 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from itemadapter import ItemAdapter
 from scrapy import Spider, signals
 from scrapy.crawler import Crawler
 
 from scrapy_cluster.bus import create_bus, topics
 from scrapy_cluster.crawler.common.funnel import FunnelCounter
-from scrapy_cluster.crawler.common.items import fit_to_limit
+from scrapy_cluster.crawler.common.items import fit_encoded, fit_to_limit
 from scrapy_cluster.crawler.common.resolution import cluster_settings
 from scrapy_cluster.crawler.funnel_hooks import funnel_for
 from scrapy_cluster.crawler.middlewares import cluster_scheduler
@@ -83,18 +84,23 @@ class BusPipeline:
         return names
 
     def process_item(self, item: Any, spider: Spider | None = None) -> Any:
-        data = fit_to_limit(item if type(item) is dict else ItemAdapter(item).asdict(),
-                            self.max_bytes)
+        """Encoded once (``items.fit_encoded``): the JSON that measured the item is what the
+        producer sends (``orjson.Fragment``)."""
+        data, raw = fit_encoded(item if type(item) is dict else ItemAdapter(item).asdict(),
+                                self.max_bytes)
         key = str(data.get("crawlid") or "") or None
+        value = orjson.Fragment(raw)
         for topic in self.topics_for(data):
-            self._produce(topic, data, key)
+            self._produce(topic, data, value, key)
         if key is not None and data.get("spiderid"):
             self._unconfirmed[(str(data["spiderid"]), key)] += 1
         return item
 
-    def _produce(self, topic: str, data: dict[str, Any], key: str | None) -> None:
+    def _produce(self, topic: str, data: dict[str, Any], value: orjson.Fragment,
+                 key: str | None) -> None:
+        """``value``: the JSON of ``data``."""
         try:
-            self.producer.produce(topic, data, key=key)
+            self.producer.produce(topic, value, key=key)
         except MessageTooLargeError:
             smaller = fit_to_limit(data, self.max_bytes // 2)
             self._produce_once(topic, {**smaller, "body_truncated": True}, key)
