@@ -18,7 +18,7 @@ from w3lib.html import strip_html5_whitespace
 from w3lib.url import safe_url_string
 
 from scrapy_cluster.crawler.common.link_rules import _OTHER_SCHEME, _absolute_url, links_in_tree
-from scrapy_cluster.crawler.common.url_join import PlainJoin
+from scrapy_cluster.crawler.common.url_join import PlainJoin, is_safe_url
 
 _FROZEN_PLAIN_ABSOLUTE_URL = re.compile(
     r"https?://[a-z0-9\-._~:@!$&'()*+,;=]+(?:/[A-Za-z0-9\-._~:/?#@!$&'()*+,;=]*[A-Za-z0-9\-._~/])?\Z")
@@ -255,3 +255,31 @@ def test_an_href_skipped_for_its_scheme_never_resolves_to_an_http_link(
     ("java\tscript:x", False), ("1a:b", False), ("/x:y", False), ("x", False)])
 def test_which_hrefs_are_skipped_for_their_scheme(href: str, skipped: bool) -> None:
     assert bool(_OTHER_SCHEME.match(href)) is skipped
+
+
+_HOSTS = ["a", "example.com", "127.0.0.2", "1.2.3", "xn--bcher-kva.example", "xn--zz", "a..b",
+          "-a.b", "a-.b", "A.b", "b\u00fccher.example", "a_b.c", "0x7f.1", "x" * 64 + ".c"]
+_PORTS = ["", ":80", ":8080", ":41234", ":65535", ":65536", ":080", ":", ":0", ":99999"]
+_URL_TAIL = "/?#%:;@'[]|=&+,!~-_.aZ09eF \u00e9"
+
+
+@settings(max_examples=3_000, deadline=None, derandomize=True)
+@given(scheme=st.sampled_from(["http://", "https://", "HTTP://", "ftp://"]),
+       host=st.sampled_from(_HOSTS), port=st.sampled_from(_PORTS),
+       tail=st.text(alphabet=_URL_TAIL, max_size=16))
+def test_a_url_judged_safe_is_what_safe_url_string_gives(scheme: str, host: str, port: str,
+                                                         tail: str) -> None:
+    """``is_safe_url`` (the fast engine's request URL) never says yes where w3lib would
+    change the URL or refuse it."""
+    url = scheme + host + port + ("/" + tail if tail else "")
+    if is_safe_url(url):
+        assert safe_url_string(url, "utf-8") == url
+
+
+@pytest.mark.parametrize(("url", "safe"), [
+    ("http://127.0.0.2:41234/t/3/", True), ("https://a.example/x?y=1&z=%2F#f", True),
+    ("http://a/caf%C3%A9/", True), ("http://a/%zz", False), ("http://a/?", False),
+    ("http://a/#", False), ("http://a:65536/", False), ("http://A/", False),
+    ("http://a/b c", False), ("http://a/\u00e9", False), ("http://a/?q='", False)])
+def test_which_urls_are_judged_safe(url: str, safe: bool) -> None:
+    assert is_safe_url(url) is safe

@@ -41,6 +41,10 @@ _HREF_NO_ESCAPE = re.compile(rf"([{_PATH}]*)(?:\?([{_QUERY}]*))?(?:#([{_FRAGMENT
 _BASE = re.compile(
     rf"(https?://[a-z0-9][a-z0-9.\-]*(?::([1-9][0-9]{{0,4}}))?)(/(?:[{_PATH}]|{_ESCAPE})*)?"
     rf"(?:\?((?:[{_QUERY}]|{_ESCAPE})*))?(?:#.*)?\Z")
+_HOST = r"[a-z0-9](?:[a-z0-9\-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9\-]{0,61}[a-z0-9])?)*"
+_SAFE_URL = re.compile(
+    rf"https?://{_HOST}(?::([1-9][0-9]{{0,4}}))?(?:/(?:[{_PATH}]|{_ESCAPE})*)?"
+    rf"(?:\?(?:[{_QUERY}]|{_ESCAPE})+)?(?:#(?:[{_FRAGMENT}]|{_ESCAPE})+)?\Z")
 _ASCII_IN_USE = string.ascii_letters + string.digits + "-._~:@!$&'()*+,;=/?"
 
 
@@ -148,3 +152,13 @@ class PlainJoin:
             resolved.append("")
         path = "/".join(resolved) or "/"
         return path if path[0] == "/" else "/" + path
+
+
+def is_safe_url(url: str) -> bool:
+    """True when ``safe_url_string(url, "utf-8")`` is ``url`` itself, judged without it: a
+    lower-case http(s) URL whose host labels are plain ASCII (which IDNA keeps), with a port
+    from 1 to 65535, and a path, query and fragment made of the characters and escapes
+    ``safe_url_string`` keeps (an empty ``?`` or ``#`` excluded). False means "ask w3lib"."""
+    found = _SAFE_URL.match(url)
+    return found is not None and (found[1] is None or int(found[1]) <= 65535)
+

@@ -15,6 +15,7 @@ from typing import Any
 
 from w3lib.url import safe_url_string
 
+from scrapy_cluster.crawler.common.url_join import is_safe_url
 from scrapy_cluster.crawler.fast.fetch import FetchRequest
 from scrapy_cluster.crawler.fast.policy import PagePolicy
 
@@ -60,7 +61,8 @@ def build_request(stored: Mapping[str, Any], policy: PagePolicy) -> FetchRequest
         parts += [f"{k}={v}" for k, v in dict(stored.get("cookies") or {}).items()]
         if parts:
             headers["Cookie"] = ["; ".join(parts)]
-    url = safe_url_string(str(stored["url"]), "utf-8")
+    queued = str(stored["url"])
+    url = queued if is_safe_url(queued) else safe_url_string(queued, "utf-8")
     if "://" not in url:
         raise ValueError(f"Missing scheme in request url: {url}")
     return FetchRequest(url=url, method=str(stored.get("method") or "GET"),
