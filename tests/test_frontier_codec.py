@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -70,6 +71,42 @@ def test_an_item_starts_with_its_url() -> None:
     item = codec.encode_item({"appid": "app", "crawlid": "c", "spiderid": "link",
                               "url": "http://a.com/p?q=\"1\""})
     assert item.startswith(b'{"u":"http://a.com/p?q=\\"1\\"","a":"app"')
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(), st.dictionaries(
+    st.sampled_from(["appid", "maxdepth", "curdepth", "priority", "meta", "custom", "expires",
+                     "method", "spiderid"]),
+    st.one_of(st.none(), st.integers(-3, 3), st.floats(allow_nan=False), st.text(max_size=4),
+              st.booleans(), st.dictionaries(st.text(max_size=3), st.integers()))),
+       st.text())
+def test_an_item_is_its_url_spliced_into_its_tail(url: str, fields: dict[str, object],
+                                                  other: str) -> None:
+    """``item_tail`` of one request's item and ``item_with_tail`` of another url give the
+    ``encode_item`` of that url with the same other fields (an empty tail included); a url
+    orjson refuses raises, where ``encode_item`` says it is invalid."""
+    request: dict[str, object] = {"url": url, **fields}
+    try:
+        tail = codec.item_tail(codec.encode_item(request), url)
+    except InvalidRequestError:
+        return  # a lone surrogate in the url or a field
+    try:
+        spliced = codec.item_with_tail(other, tail)
+    except orjson.JSONEncodeError:
+        with pytest.raises(InvalidRequestError):
+            codec.encode_item({**request, "url": other})
+        return
+    assert spliced == codec.encode_item({**request, "url": other})
+
+
+@given(st.text(min_size=1), st.sampled_from([None, "GET", "POST"]),
+       st.sampled_from([None, "", "x"]))
+def test_a_plain_get_fingerprint_is_the_fingerprint(url: str, method: str | None,
+                                                    body: str | None) -> None:
+    request = {"url": f"http://a.com/{url}", "method": method, "body": body}
+    assert codec.is_plain_get(request) == (method in (None, "GET") and not body)
+    if codec.is_plain_get(request):
+        assert codec.plain_get_fingerprint(request["url"]) == codec.fingerprint(request)
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [

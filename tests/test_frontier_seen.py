@@ -91,6 +91,19 @@ def test_only_plain_gets_are_cacheable() -> None:
     assert SeenCache.key(req("http://a.com/", dont_filter=True)) is None
 
 
+@pytest.mark.parametrize("fields", [
+    {}, {"method": "GET"}, {"method": None}, {"method": "POST"}, {"body": "x=1"}, {"body": ""},
+    {"body_b64": "eA=="}, {"dont_filter": True}, {"dont_filter": 0}, {"crawlid": 7},
+    {"spiderid": None}, {"crawlid": "c\0d"}])
+def test_the_key_is_its_prefix_and_the_url(fields: dict[str, Any]) -> None:
+    """``key_prefix`` (shared by a page's links in one enqueue call) is what ``key`` puts
+    before a str url, and None exactly when ``key`` is."""
+    request = {**req("http://a.com/é?q=1"), **fields}
+    prefix, whole = SeenCache.key_prefix(request), SeenCache.key(request)
+    assert (prefix is None) == (whole is None)
+    assert whole is None or whole == prefix + request["url"]
+
+
 def test_the_window_never_outlives_half_a_dupefilter() -> None:
     assert safe_window_s(settings()) == 120
     assert safe_window_s(settings(DUPEFILTER_TIMEOUT=100)) == 50

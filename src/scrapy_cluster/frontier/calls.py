@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import is_
 from typing import Any
 
 import orjson
@@ -135,6 +136,50 @@ def _now_arg(now_ms: int | None) -> str:
     return "" if now_ms is None else str(int(now_ms))
 
 
+class _Siblings:
+    """A run of sibling requests in one ``enqueue_batch`` call: the same keys in the same
+    order, every value but ``url`` the very same object (``is``) as the first one's. A page's
+    links are ``{**base, "url": url}`` for one ``base`` (``crawler/fast/spiders.py``), so all
+    but what depends on the url is the same for them: the validation of the other fields, the
+    spiderid, crawlid, appid, priority and depth arguments, the dedupe decision, the encoded
+    item after the url and the seen-cache key before it. Never kept across calls: a caller may
+    change a value (a ``meta`` dict) between two.
+
+    Telling a sibling (``_enqueue_siblings``) costs about 0.45 µs for a link's 8 fields; what
+    it saves, about 1.5 µs (2 on a seen-cache miss, 0.3 on a hit)."""
+
+    __slots__ = ("keys", "values", "pattern", "source", "shared")
+
+    def __init__(self, request: dict[str, Any], request_args: list[Any] | None) -> None:
+        self.keys = list(request)
+        self.values = list(request.values())
+        self.pattern = [True] * len(self.keys)
+        """``is`` of each value with the first request's, for a sibling (its url is another)."""
+        if "url" in request:
+            self.pattern[self.keys.index("url")] = False
+        self.source: tuple[dict[str, Any], list[Any]] | None = None
+        """A request of the run that ``_request_args`` found valid, and its arguments."""
+        if request_args is not None:
+            self.source = request, request_args
+        self.shared: tuple[Any, ...] | None = None
+
+    def share(self) -> tuple[Any, ...] | None:
+        """What ``_request_args`` gives every request of the run whose url is a non-empty
+        ``str``, from ``source``: (spiderid, priority, crawlid, appid, deduped, plain GET,
+        depth, item tail); None while no request of the run was found valid."""
+        if self.source is None:
+            return None
+        request, request_args = self.source
+        url = request["url"]
+        if type(url) is not str:
+            return None
+        self.shared = (request_args[0], request_args[2], request_args[3], request_args[4],
+                       request_args[5] != b"",
+                       codec.is_plain_get(request), request_args[7],
+                       codec.item_tail(request_args[8], url))
+        return self.shared
+
+
 class FrontierCalls:
     """Builds script calls for one policy; parses their replies."""
 
@@ -186,30 +231,117 @@ class FrontierCalls:
                       now_ms: int | None, funnel: bool = True,
                       seen: SeenCache | None = None) -> EnqueueBatch:
         """The enqueue call of ``requests``; with ``seen``, requests it knows to be duplicates
-        are left out of the call and counted in ``skipped`` (see ``frontier/seen.py``)."""
+        are left out of the call and counted in ``skipped`` (see ``frontier/seen.py``).
+
+        No I/O (``enqueue_many`` sends the call: one round trip). A request that is a sibling
+        of the one before (``_Siblings``: the links of one page) reuses what its fields other
+        than ``url`` gave; what depends on the url (domain, fingerprint, dupe slot, seen-cache
+        lookup) is computed for each. A 36-link page of the relative-link site: 3.5 µs per
+        link without the seen cache, 3.8 with it when it misses, 1.3 when it hits (request
+        by request: 4.6, 5.5 and 1.15: telling a sibling costs a hit more than it saves);
+        the fingerprint is 1.6 µs of a miss."""
         policy = self.policy
         args: list[Any] = [self._templates, _now_arg(now_ms), "1" if policy.keep_blacklisted else "0",
                            policy.dupefilter_ttl_ms, policy.view_timeout_ms,
                            "1" if funnel else "0"]
         batch = EnqueueBatch(([keys.domain_blacklist(), keys.frontier_spiders(),
                                keys.crawls_idle()], args))
-        cached = seen is not None and dedupe
-        for index, request in enumerate(requests):
-            key = SeenCache.key(request) if cached else None
-            if key is not None:
-                depth = _curdepth(request)
-                if seen.covers(key, depth):  # type: ignore[union-attr]
-                    crawl = (str(request["spiderid"]), str(request["crawlid"]))
+        cached = seen if seen is not None and dedupe else None
+        if not isinstance(requests, list | tuple):  # read by index below: any iterable works
+            requests = list(requests)
+        index, count = 0, len(requests)
+        while index < count:
+            request = requests[index]
+            request_args = self._enqueue_one(batch, index, request, cached, dedupe)
+            index += 1
+            if type(request) is dict and index < count:
+                index = self._enqueue_siblings(batch, requests, index,
+                                               _Siblings(request, request_args), cached, dedupe)
+        return batch
+
+    def _enqueue_one(self, batch: EnqueueBatch, index: int, request: dict[str, Any],
+                     seen: SeenCache | None, dedupe: bool) -> list[Any] | None:
+        """Add ``request`` to ``batch`` from its own fields alone (the reference path); its
+        arguments in the call, or None when it was skipped or invalid."""
+        key = SeenCache.key(request) if seen is not None else None
+        if key is not None:
+            depth = _curdepth(request)
+            if seen.covers(key, depth):  # type: ignore[union-attr]
+                crawl = (str(request["spiderid"]), str(request["crawlid"]))
+                batch.skipped[crawl] = batch.skipped.get(crawl, 0) + 1
+                return None
+        try:
+            request_args = self._request_args(request, dedupe)
+        except InvalidRequestError as exc:
+            batch.invalid.append((index, str(exc)))
+            return None
+        batch.call[1].extend(request_args)
+        if key is not None:
+            batch.pending.append((key, min(depth, codec.MAX_DEPTH_RECORDED)))
+        return request_args
+
+    def _enqueue_siblings(self, batch: EnqueueBatch, requests: Sequence[dict[str, Any]],
+                          start: int, run: _Siblings, seen: SeenCache | None,
+                          dedupe: bool) -> int:
+        """``_enqueue_one`` of the requests of ``run`` from ``requests[start]`` on, computing
+        only what depends on their url; the index of the first request not in the run."""
+        keys, values, pattern, size = run.keys, run.values, run.pattern, len(run.keys)
+        args, count = batch.call[1], len(requests)
+        prefix: str | None = None  # SeenCache.key_prefix of the run, once a url is a str
+        depth = recorded = 0
+        crawl: tuple[str, str] | None = None
+        unknown = seen is not None
+        covers = seen.covers if seen is not None else None
+        for index in range(start, count):
+            request = requests[index]
+            if not (type(request) is dict and len(request) == size and list(request) == keys
+                    and list(map(is_, request.values(), values)) == pattern):
+                return index
+            url = request.get("url")
+            if type(url) is not str:
+                self._enqueue_one(batch, index, request, seen, dedupe)
+                continue
+            if unknown:
+                prefix, depth, unknown = SeenCache.key_prefix(request), _curdepth(request), False
+                recorded = min(depth, codec.MAX_DEPTH_RECORDED)
+            key = None
+            if prefix is not None:
+                key = prefix + url
+                if covers(key, depth):  # type: ignore[misc]
+                    crawl = crawl or (str(request["spiderid"]), str(request["crawlid"]))
                     batch.skipped[crawl] = batch.skipped.get(crawl, 0) + 1
                     continue
             try:
-                args.extend(self._request_args(request, dedupe))
+                args.extend(self._sibling_args(request, url, run, dedupe))
             except InvalidRequestError as exc:
                 batch.invalid.append((index, str(exc)))
                 continue
             if key is not None:
-                batch.pending.append((key, min(depth, codec.MAX_DEPTH_RECORDED)))
-        return batch
+                batch.pending.append((key, recorded))
+        return count
+
+    def _sibling_args(self, request: dict[str, Any], url: str, run: _Siblings,
+                      dedupe: bool) -> list[Any]:
+        """``_request_args`` of a request of ``run`` whose url is a ``str``."""
+        shared = run.shared or run.share()
+        if shared is None or not url:  # no valid request in the run yet, or an empty url
+            request_args = self._request_args(request, dedupe)
+            run.source = request, request_args
+            return request_args
+        spiderid, priority, crawlid, appid, deduped, plain_get, depth, tail = shared
+        bucket = record = b""
+        try:
+            domain = self.extract_domain(url)
+            if deduped:
+                bucket, record = codec.dupe_slot(codec.plain_get_fingerprint(url) if plain_get
+                                                 else codec.fingerprint(request))
+        except ValueError as exc:  # as in _request_args
+            raise InvalidRequestError(f"url cannot be parsed: {exc}") from exc
+        try:
+            item = codec.item_with_tail(url, tail)
+        except orjson.JSONEncodeError:  # a url orjson refuses: encode_item says why
+            return self._request_args(request, dedupe)
+        return [spiderid, domain, priority, crawlid, appid, bucket, record, depth, item]
 
     @staticmethod
     def enqueue_is_empty(call: Call) -> bool:

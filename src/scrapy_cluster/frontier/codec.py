@@ -140,9 +140,16 @@ def _validate(request: Any) -> None:
         raise InvalidRequestError(f"'curdepth' must be a non-negative integer, got {curdepth!r}")
 
 
+ITEM_HEAD = b'{"u":'
+"""How every encoded item starts: the url comes first."""
+
+
 def encode_item(request: dict[str, Any]) -> bytes:
     """Compact JSON of ``request`` without the fields its key implies; the url comes first
-    (``{"u":"...",``), where the enqueue script reads it to find a queued copy."""
+    (``{"u":"...",``), where the enqueue script reads it to find a queued copy.
+
+    So the item of a request is ``ITEM_HEAD + orjson.dumps(url) + tail``, the tail a function
+    of its other fields alone: ``item_tail`` cuts it, ``item_with_tail`` splices a url in."""
     compact: dict[str, Any] = {"u": request["url"]}
     extra: dict[str, Any] = {}
     plan = _ENCODING_PLAN
@@ -160,6 +167,20 @@ def encode_item(request: dict[str, Any]) -> bytes:
         return orjson.dumps(compact)
     except TypeError as exc:
         raise InvalidRequestError(f"request is not JSON-serialisable: {exc}") from exc
+
+
+def item_tail(item: bytes, url: str) -> bytes:
+    """What follows the url in ``item``, the ``encode_item`` of a request whose url is the
+    ``str`` ``url``: ``b"}"`` or ``b',"a":...}'``."""
+    return item[len(ITEM_HEAD) + len(orjson.dumps(url)):]
+
+
+def item_with_tail(url: str, tail: bytes) -> bytes:
+    """``encode_item`` of a request with the ``str`` ``url`` whose other fields gave ``tail``
+    (``item_tail``): about 5x cheaper than encoding it whole. Raises ``orjson.JSONEncodeError``
+    for a url orjson refuses (a lone surrogate), where ``encode_item`` raises
+    ``InvalidRequestError``."""
+    return b"".join((ITEM_HEAD, orjson.dumps(url), tail))
 
 
 def decode_item(data: bytes, *, spiderid: str, crawlid: str, priority: int) -> dict[str, Any]:
@@ -182,14 +203,27 @@ def item_enqueued_ms(head: bytes) -> int | None:
     return int(stamp, 36) if colon and stamp else None
 
 
+def is_plain_get(request: dict[str, Any]) -> bool:
+    """True for a GET without a body, as links are: its fingerprint is
+    ``plain_get_fingerprint(url)``, a function of the url alone."""
+    method = request.get("method")
+    return (method is None or method == "GET") and not request.get("body_b64") \
+        and not request.get("body")
+
+
+def plain_get_fingerprint(url: str) -> bytes:
+    """``fingerprint`` of a plain GET of ``url`` (``is_plain_get``): one join, one hash."""
+    canonical = canonical_url(url).encode()
+    return _blake2b(b"".join((_GET_HEAD, len(canonical).to_bytes(8, "big"), canonical, _NO_BODY)),
+                    digest_size=FINGERPRINT_BYTES).digest()
+
+
 def fingerprint(request: dict[str, Any]) -> bytes:
     """16-byte BLAKE2b of (method, canonical URL, body): equal for equivalent requests."""
     method = request.get("method")
     if (method is None or method == "GET") and not request.get("body_b64") \
-            and not request.get("body"):  # a plain GET, as links are: one join, one hash
-        url = canonical_url(request["url"]).encode()
-        return _blake2b(b"".join((_GET_HEAD, len(url).to_bytes(8, "big"), url, _NO_BODY)),
-                        digest_size=FINGERPRINT_BYTES).digest()
+            and not request.get("body"):  # is_plain_get, inlined: links are plain GETs
+        return plain_get_fingerprint(request["url"])
     method = method or "GET"
     head = _GET_HEAD if method == "GET" else _length_prefixed(str(method).upper().encode())
     url = canonical_url(request["url"]).encode()

@@ -76,6 +76,16 @@ class SeenCache:
             return None
         return f"{request.get('spiderid')}\0{request.get('crawlid')}\0{url}"
 
+    @staticmethod
+    def key_prefix(request: Mapping[str, Any]) -> str | None:
+        """What ``key`` puts before the url, or None when a request with these fields other
+        than ``url`` may not be cached: ``key(request) == key_prefix(request) + url`` for a
+        url of type ``str``. The links of one page share it (``FrontierCalls.enqueue_batch``)."""
+        if (request.get("method") or "GET") != "GET" or request.get("body") \
+                or request.get("body_b64") or request.get("dont_filter"):
+            return None
+        return f"{request.get('spiderid')}\0{request.get('crawlid')}\0"
+
     def covers(self, key: str, depth: int) -> bool:
         """True when the key's record is known to be at ``depth`` or shallower (a duplicate)."""
         packed = self._young.get(key)
