@@ -110,7 +110,8 @@ def cluster_env(redis_url: str, extra: dict[str, str] | None = None) -> dict[str
     return {**os.environ, "REDIS_URL": redis_url, "BUS_BACKEND": "redis",
             "CRAWLER_ALLOW_PRIVATE_NETWORKS": "true", "QUEUE_WINDOW": "0",
             "SCHEDULER_IP_ENABLED": "false", "PUBLIC_IP_URL": "http://127.0.0.1:1/",
-            "CRAWLER_CONCURRENCY": "16", "CRAWLER_PER_DOMAIN_CONCURRENCY": "16",
+            "CRAWLER_CONCURRENCY": COMMON["CONCURRENT_REQUESTS"],
+            "CRAWLER_PER_DOMAIN_CONCURRENCY": COMMON["CONCURRENT_REQUESTS_PER_DOMAIN"],
             "SC_LOG_LEVEL": "WARNING", "REDIS_STREAM_MAXLEN": "2000", **(extra or {})}
 
 
@@ -450,6 +451,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--profile-shape", default="relative",
                         help="the shape --profile-pages and --spy-seconds run on (if it is "
                              "among --shapes)")
+    parser.add_argument("--concurrency", type=int, default=16,
+                        help="concurrent requests (and per domain) of every variant")
     parser.add_argument("--spy-seconds", type=float, default=0,
                         help="then sample one fast engine with py-spy for this long and print "
                              "where its time goes per page (0: no)")
@@ -457,6 +460,8 @@ def parse_args() -> argparse.Namespace:
     args.schemes = (args.schemes or ("http,https" if args.tls else "http")).split(",")
     args.buses = args.bus.split(",")
     args.shapes = args.shapes.split(",")
+    COMMON.update(CONCURRENT_REQUESTS=str(args.concurrency),
+                  CONCURRENT_REQUESTS_PER_DOMAIN=str(args.concurrency))
     if not set(args.schemes) <= {"http", "https"} or not set(args.buses) <= {"redis", "kafka"}:
         parser.error("--schemes takes http and/or https, --bus redis and/or kafka")
     if not set(args.shapes) <= {"absolute", "relative"}:
