@@ -37,7 +37,13 @@ from urllib.parse import urljoin, urlsplit
 
 from w3lib.url import canonicalize_url
 
-from scrapy_cluster.sitegen.site import HostServers, Page, _HostServer
+from scrapy_cluster.sitegen.site import (
+    HostServers,
+    Page,
+    _HostServer,
+    serve_until_interrupted,
+    site_arguments,
+)
 
 PAGE_FILE = "page.html"
 SEED_PATH = "/t/"
@@ -169,19 +175,9 @@ class RelativeSiteServer(HostServers):
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    import argparse
-
-    parser = argparse.ArgumentParser(description="Serve the relative-link test site.")
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--hosts", default="127.0.0.2,127.0.0.3")
-    parser.add_argument("--page-bytes", type=int, default=7000)
-    args = parser.parse_args(argv)
+    args = site_arguments("Serve the relative-link test site.").parse_args(argv)
     config = RelativeSiteConfig(hosts=tuple(args.hosts.split(",")), page_bytes=args.page_bytes)
-    server = RelativeSiteServer(config, args.port).start()
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        server.stop()
+    serve_until_interrupted(RelativeSiteServer(config, args.port).start())
 
 
 if __name__ == "__main__":

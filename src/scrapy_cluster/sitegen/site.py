@@ -29,6 +29,7 @@ Run standalone (benchmarks): ``python -m scrapy_cluster.sitegen.site --port 8080
 
 from __future__ import annotations
 
+import argparse
 import re
 import threading
 import time
@@ -425,23 +426,31 @@ class SiteServer(HostServers):
         return _HostServer(host, self.site.port, self)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    import argparse
-
-    parser = argparse.ArgumentParser(description="Serve the generated test site.")
+def site_arguments(description: str) -> argparse.ArgumentParser:
+    """The command-line options every generated site's ``main`` takes."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--hosts", default="127.0.0.2,127.0.0.3")
-    parser.add_argument("--pages", type=int, default=1000)
-    parser.add_argument("--links", type=int, default=20)
     parser.add_argument("--page-bytes", type=int, default=7000)
-    args = parser.parse_args(argv)
-    config = SiteConfig(hosts=tuple(args.hosts.split(",")), pages_per_host=args.pages,
-                        links_per_page=args.links, page_bytes=args.page_bytes)
-    server = SiteServer(config, args.port).start()
+    return parser
+
+
+def serve_until_interrupted(server: HostServers) -> None:
+    """Serve (already started) until Ctrl-C, then stop."""
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
         server.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = site_arguments("Serve the generated test site.")
+    parser.add_argument("--pages", type=int, default=1000)
+    parser.add_argument("--links", type=int, default=20)
+    args = parser.parse_args(argv)
+    config = SiteConfig(hosts=tuple(args.hosts.split(",")), pages_per_host=args.pages,
+                        links_per_page=args.links, page_bytes=args.page_bytes)
+    serve_until_interrupted(SiteServer(config, args.port).start())
 
 
 if __name__ == "__main__":
