@@ -59,6 +59,7 @@ PLACEHOLDER_PRIORITY = "\x03"
 PLACEHOLDER_CRAWL = "\x04"
 PLACEHOLDER_VIEW = "\x05"
 PLACEHOLDER_APP = "\x06"
+PLACEHOLDER_BUCKET = "\x07"
 
 
 def domain_subqueue(spiderid: str, domain: str, priority: int | str, crawlid: str) -> str:
@@ -138,6 +139,37 @@ def crawl_state(spiderid: str, crawlid: str) -> str:
     it ended, and the crawl's funnel, dupefilter and held list expire with it.
     """
     return f"{spiderid}:crawl:{crawlid}:state"
+
+
+def crawl_due_index(spiderid: str, crawlid: str) -> str:
+    """``<spiderid>:crawl:<crawlid>:due`` — ZSET of the crawl's re-crawl buckets: member and
+    score the bucket's due time (epoch ms, a multiple of FRONTIER_RECRAWL_BUCKET_MS).
+
+    Owner: frontier (the ack script adds, the pop script takes due buckets, purge deletes).
+    No TTL: it lives as long as the crawl schedules URLs (see docs/architecture.md,
+    "Re-crawls")."""
+    return f"{spiderid}:crawl:{crawlid}:due"
+
+
+def crawl_due_bucket(spiderid: str, crawlid: str, bucket_ms: int | str) -> str:
+    """``<spiderid>:crawl:<crawlid>:due:<bucket ms>`` — LIST of the URLs due in that bucket,
+    each ``<tail id, 8 hex><state>\t<url as JSON string>`` (``\t<domain>\t<priority>\t<state>
+    \t<item JSON>`` when its tail could not be shared). Owner: frontier; no TTL."""
+    return f"{spiderid}:crawl:{crawlid}:due:{bucket_ms}"
+
+
+def crawl_revisit_tails(spiderid: str, crawlid: str) -> str:
+    """``<spiderid>:crawl:<crawlid>:tails`` — HASH tail id -> ``<domain>\t<priority>\t<item
+    after its url>``: what the scheduled URLs of a crawl share (its fields, the depth), stored
+    once. Owner: frontier; deleted with the crawl's schedule."""
+    return f"{spiderid}:crawl:{crawlid}:tails"
+
+
+def recrawl_due_crawls(spiderid: str) -> str:
+    """``<spiderid>:recrawl`` — ZSET crawlid -> due time (epoch ms) of the crawl's earliest
+    re-crawl bucket: the one read a pop makes to find due URLs, whatever their number.
+    Owner: frontier; members leave when their crawl has nothing scheduled or is purged."""
+    return f"{spiderid}:recrawl"
 
 
 def crawls_idle() -> str:

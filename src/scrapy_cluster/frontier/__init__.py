@@ -24,11 +24,12 @@ from scrapy_cluster.frontier.model import (
     LeasedRequest,
     PopResult,
     PurgeResult,
+    Revisit,
 )
 from scrapy_cluster.frontier.sync import Frontier
 
 __all__ = [
     "AsyncFrontier", "Backlog", "Clock", "CompletedCrawl", "CrawlCounts", "CrawlFunnel", "CrawlInfo", "DispatchView", "DomainCount", "EnqueueResult",
-    "Frontier", "FunnelCounts", "LateSend", "LeasedRequest", "PopResult", "PurgeResult",
+    "Frontier", "FunnelCounts", "LateSend", "LeasedRequest", "PopResult", "PurgeResult", "Revisit",
 ]
 

@@ -8,6 +8,7 @@ script call and script replies into result objects. ``Frontier`` and
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -20,6 +21,7 @@ from scrapy_cluster import keys
 from scrapy_cluster.errors import InvalidRequestError
 from scrapy_cluster.frontier import codec, waiting
 from scrapy_cluster.frontier.model import (
+    REVISIT_STATE_MAX,
     Backlog,
     CompletedCrawl,
     CrawlCounts,
@@ -32,6 +34,7 @@ from scrapy_cluster.frontier.model import (
     LateSend,
     LeasedRequest,
     PopResult,
+    Revisit,
 )
 from scrapy_cluster.frontier.seen import Pending, SeenCache
 
@@ -39,6 +42,9 @@ ANY_VIEW = "any"
 MAX_POP = 1000
 """Most requests one pop hands out (larger n is clamped)."""
 LEASED_FIELD = "~leased"
+SCHEDULED_FIELD = "~scheduled"
+"""Count hash field: the crawl's URLs waiting in its re-crawl schedule (not yet due or not yet
+queued again)."""
 ENQUEUE_HEADER_ARGS = 6
 """Arguments of an enqueue call before its first request (templates ... funnel flag)."""
 Call = tuple[list[str], list[Any]]
@@ -82,6 +88,7 @@ class FrontierPolicy:
     recheck_ms: int = 30_000
     lookahead: int = 16
     purge_chunk: int = 5_000
+    recrawl_bucket_ms: int = 1_000
     send_allowance_ms: int = 100
     crawl_state_ttl_ms: int = 86_400_000
     blacklist_ttl_ms: int = 604_800_000
@@ -101,6 +108,7 @@ class FrontierPolicy:
             lease_timeout_ms=ms("LEASE_TIMEOUT"), dupefilter_ttl_ms=ms("DUPEFILTER_TIMEOUT"),
             recheck_ms=ms("FRONTIER_RECHECK_S"), lookahead=int(settings["FRONTIER_POP_LOOKAHEAD"]),
             purge_chunk=int(settings["FRONTIER_PURGE_CHUNK"]),
+            recrawl_bucket_ms=max(1, int(settings["FRONTIER_RECRAWL_BUCKET_MS"])),
             send_allowance_ms=int(settings["THROTTLE_SEND_ALLOWANCE_MS"]),
             crawl_state_ttl_ms=ms("CRAWL_STATE_TTL"),
             blacklist_ttl_ms=ms("CRAWL_BLACKLIST_TTL"),
@@ -125,6 +133,10 @@ def _spider_templates() -> dict[str, str]:
         "state": keys.crawl_state(spider, crawl),
         "timeout": keys.crawl_timeout(spider, keys.PLACEHOLDER_APP, crawl),
         "filtered_totals": keys.funnel_filtered_totals(),
+        "due": keys.crawl_due_index(spider, crawl),
+        "due_bucket": keys.crawl_due_bucket(spider, crawl, keys.PLACEHOLDER_BUCKET),
+        "tails": keys.crawl_revisit_tails(spider, crawl),
+        "recrawl": keys.recrawl_due_crawls(spider),
     }
 
 
@@ -377,7 +389,8 @@ class FrontierCalls:
         args = [self._throttle_templates(view), spider, self.view_name(view), min(n, MAX_POP),
                 _now_arg(now_ms),
                 policy.lookahead, policy.hits, policy.window_ms, "1" if policy.moderated else "0",
-                policy.lease_timeout_ms, policy.recheck_ms, policy.send_allowance_ms]
+                policy.lease_timeout_ms, policy.recheck_ms, policy.send_allowance_ms,
+                policy.view_timeout_ms]
         return call_keys, args
 
     @staticmethod
@@ -391,10 +404,11 @@ class FrontierCalls:
             head, _, body = item.partition(b" ")
             request = _decoded_or_marked(body, spiderid=spiderid, crawlid=crawl,
                                          priority=int(priority))
+            enqueued_ms, revisit = _head_or_none(head)
             leased.append(LeasedRequest(request=request, lease_id=lease_id.decode(),
                                         domain=domain.decode(), dispatched_at_ms=now_ms,
                                         throttled=bool(int(throttled)),
-                                        enqueued_at_ms=_enqueued_ms_or_none(head)))
+                                        enqueued_at_ms=enqueued_ms, revisit=revisit))
         wait_s = None if wait_ms < 0 else wait_ms / 1000.0
         return PopResult(requests=leased, wait_s=wait_s, now_ms=now_ms,
                          ready_at_s=waiting.deadline_of(wait_s, received_at_s),
@@ -424,10 +438,15 @@ class FrontierCalls:
         return [keys.frontier_leases(), keys.frontier_lease_items(), keys.crawls_idle()]
 
     def ack(self, lease_ids: Sequence[str], now_ms: int | None,
-            funnel: FunnelCounts | None = None) -> Call:
-        """``funnel``: the crawler's URL funnel counts, written by the same script call."""
+            funnel: FunnelCounts | None = None,
+            revisits: Mapping[str, Revisit] | None = None) -> Call:
+        """``funnel``: the crawler's URL funnel counts, written by the same script call;
+        ``revisits``: the leases (among ``lease_ids``) whose request is scheduled again."""
         args: list[Any] = [self._templates, _now_arg(now_ms), self.policy.dupefilter_ttl_ms,
-                           len(lease_ids), *lease_ids]
+                           self.policy.recrawl_bucket_ms, len(lease_ids), *lease_ids,
+                           len(revisits or ())]
+        for lease_id, revisit in (revisits or {}).items():
+            args += [lease_id, max(0, int(revisit.delay_ms)), _checked_state(revisit.state)]
         for (spiderid, crawlid), fields in (funnel or {}).items():
             counted = [(name, count) for name, count in fields.items() if count]
             args += [spiderid, crawlid, len(counted)]
@@ -445,18 +464,27 @@ class FrontierCalls:
                 [self._templates, _now_arg(now_ms), int(limit), self.policy.view_timeout_ms])
 
     # --- queries and purge -----------------------------------------------------------
-    def info(self, spiderid: str, appid: str, crawlid: str | None) -> Call:
-        return [keys.app_crawls(spiderid, appid)], [self._templates, spiderid, crawlid or ""]
+    def info(self, spiderid: str, appid: str, crawlid: str | None,
+             now_ms: int | None = None) -> Call:
+        return [keys.app_crawls(spiderid, appid)], [self._templates, spiderid, crawlid or "",
+                                                     _now_arg(now_ms)]
 
     @staticmethod
     def parse_info(reply: Sequence[Any], spiderid: str, appid: str,
                    crawlid: str | None) -> CrawlInfo:
-        info = CrawlInfo(spiderid=spiderid, appid=appid, crawlid=crawlid)
-        for i in range(0, len(reply), 2):
+        info = CrawlInfo(spiderid=spiderid, appid=appid, crawlid=crawlid,
+                         now_ms=int(reply[0]))
+        for i in range(1, len(reply), 3):
             info.crawlids.append(reply[i].decode())
             flat = reply[i + 1]
             for j in range(0, len(flat), 2):
                 _add_count(info, flat[j].decode(), int(flat[j + 1]))
+            due, next_due = reply[i + 2]
+            info.due += int(due)
+            if next_due:
+                next_ms = int(next_due)
+                info.next_due_ms = next_ms if info.next_due_ms is None \
+                    else min(info.next_due_ms, next_ms)
         info.crawlids.sort()
         return info
 
@@ -545,9 +573,24 @@ class FrontierCalls:
         return [keys.frontier_spiders()], [self._templates, domain, _now_arg(now_ms)]
 
 
+_STATE_REFUSED = re.compile(r"[^\x21-\x7e]")
+
+
+def _checked_state(state: str) -> str:
+    """``state`` when the frontier can carry it in an item head (``Revisit``), else ValueError."""
+    if not isinstance(state, str) or not state or len(state) > REVISIT_STATE_MAX \
+            or _STATE_REFUSED.search(state):
+        raise ValueError("a revisit state is 1 to "
+                         f"{REVISIT_STATE_MAX} printable ASCII characters without space: {state!r}")
+    return state
+
+
 def _add_count(info: CrawlInfo, field: str, count: int) -> None:
     if field == LEASED_FIELD:
         info.in_flight += count
+        return
+    if field == SCHEDULED_FIELD:
+        info.scheduled += count
         return
     domain, _, priority_text = field.rpartition("|")
     priority = int(priority_text)
@@ -568,10 +611,14 @@ def summarize_counts(counts: Mapping[bytes, bytes]) -> CrawlCounts:
     """
     domains: dict[bytes, list[int]] = {}
     in_flight = 0
-    leased = LEASED_FIELD.encode()
+    leased, scheduled_field = LEASED_FIELD.encode(), SCHEDULED_FIELD.encode()
+    scheduled = 0
     for field, raw in counts.items():
         if field == leased:
             in_flight += int(raw)
+            continue
+        if field == scheduled_field:
+            scheduled += int(raw)
             continue
         name, _, priority_text = field.rpartition(b"|")
         count, priority = int(raw), int(priority_text)
@@ -585,7 +632,8 @@ def summarize_counts(counts: Mapping[bytes, bytes]) -> CrawlCounts:
         elif priority > known[2]:
             known[2] = priority
     return CrawlCounts({name.decode(): (total, low, high)
-                        for name, (total, low, high) in sorted(domains.items())}, in_flight)
+                        for name, (total, low, high) in sorted(domains.items())}, in_flight,
+                       scheduled)
 
 
 def _decoded_or_marked(body: bytes, *, spiderid: str, crawlid: str,
@@ -600,8 +648,8 @@ def _decoded_or_marked(body: bytes, *, spiderid: str, crawlid: str,
                 "undecodable": f"{type(exc).__name__}: {exc}"[:200]}
 
 
-def _enqueued_ms_or_none(head: bytes) -> int | None:
+def _head_or_none(head: bytes) -> tuple[int | None, str | None]:
     try:
-        return codec.item_enqueued_ms(head)
+        return codec.item_enqueued_ms(head), codec.item_revisit(head)
     except ValueError:  # not a head the frontier wrote
-        return None
+        return None, None

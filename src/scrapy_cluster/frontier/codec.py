@@ -36,7 +36,7 @@ SHORT_NAMES = {
     "expires": "e", "useragent": "ua", "cookie": "ck", "domain_max_pages": "dm",
     "method": "m", "headers": "h", "body": "b", "body_b64": "bb", "cookies": "cs",
     "meta": "mt", "callback": "cb", "errback": "eb", "dont_filter": "df", "retry_times": "rt",
-    "depth_upgrade": "du",
+    "depth_upgrade": "du", "recrawl": "rc",
 }
 LONG_NAMES = {short: long for long, short in SHORT_NAMES.items()}
 EXTRA = "x"
@@ -198,9 +198,20 @@ def decode_item(data: bytes, *, spiderid: str, crawlid: str, priority: int) -> d
 
 def item_enqueued_ms(head: bytes) -> int | None:
     """The enqueue time (epoch ms, frontier clock) in a queued item's head ``<seq>:<base 36
-    ms>``; None for an item queued before items carried it (head ``<seq>``)."""
+    ms>`` (``<seq>:<base 36 due ms>:<state>`` for a re-crawl: its due time); None for an item
+    queued before items carried it (head ``<seq>``)."""
     _, colon, stamp = head.partition(b":")
+    if b":" in stamp:
+        stamp = stamp.partition(b":")[0]
     return int(stamp, 36) if colon and stamp else None
+
+
+def item_revisit(head: bytes) -> str | None:
+    """The re-crawl state a queued item's head ``<seq>:<ms>:<state>`` carries (the crawler's
+    ``Revisit.state`` from the URL's previous fetch); None for a first fetch."""
+    if head.count(b":") < 2:
+        return None
+    return head.split(b":", 2)[2].decode("ascii", "replace") or None
 
 
 def is_plain_get(request: dict[str, Any]) -> bool:

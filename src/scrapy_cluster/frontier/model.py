@@ -38,6 +38,23 @@ class LeasedRequest:
     dispatched_at_ms: int
     throttled: bool = True
     enqueued_at_ms: int | None = None
+    revisit: str | None = None
+    """The URL's re-crawl state from its previous fetch (``Revisit.state``, written by the
+    crawler, never read by the frontier); None on a first fetch."""
+
+
+REVISIT_STATE_MAX = 120
+"""Longest ``Revisit.state`` the frontier accepts."""
+
+
+@dataclass(frozen=True)
+class Revisit:
+    """Acknowledge a lease and schedule its request to be queued again after ``delay_ms``
+    (a re-crawl), carrying ``state``: the popped request's ``LeasedRequest.revisit``. The state
+    is printable ASCII without space, at most ``REVISIT_STATE_MAX`` characters."""
+
+    delay_ms: int
+    state: str
 
 
 @dataclass(frozen=True)
@@ -98,7 +115,10 @@ class DomainCount:
 class CrawlInfo:
     """Pending work of one crawl, or of every crawl of an app (``crawlid`` None).
 
-    ``total_pending`` counts queued requests; ``in_flight`` those leased to crawlers.
+    ``total_pending`` counts queued requests; ``in_flight`` those leased to crawlers;
+    ``scheduled`` the URLs waiting in re-crawl schedules, of which ``due`` are due already (a
+    lower bound past 100 due buckets per crawl) and the others due at ``next_due_ms`` or later
+    (epoch ms, frontier clock ``now_ms``).
     """
 
     spiderid: str
@@ -108,18 +128,26 @@ class CrawlInfo:
     in_flight: int = 0
     domains: dict[str, DomainCount] = field(default_factory=dict)
     crawlids: list[str] = field(default_factory=list)
+    scheduled: int = 0
+    due: int = 0
+    next_due_ms: int | None = None
+    now_ms: int = 0
 
     @property
     def total_domains(self) -> int:
         return len(self.domains)
 
     def as_dict(self) -> dict[str, Any]:
-        """The info-action shape: ``total_pending``, ``total_domains``, ``domains`` ..."""
+        """The info-action shape: ``total_pending``, ``total_domains``, ``domains`` ... and,
+        for a crawl with a re-crawl schedule, ``scheduled``, ``due`` and ``next_due`` (epoch s)."""
         return {
             "spiderid": self.spiderid, "appid": self.appid,
             **({"crawlid": self.crawlid} if self.crawlid else {}),
             "total_pending": self.total_pending, "total_domains": self.total_domains,
             "in_flight": self.in_flight,
+            **({"scheduled": self.scheduled, "due": self.due,
+                "next_due": None if self.next_due_ms is None else self.next_due_ms / 1000.0}
+               if self.scheduled else {}),
             "domains": {name: {"total": count.total, "high_priority": count.high_priority,
                                "low_priority": count.low_priority}
                         for name, count in sorted(self.domains.items())},
@@ -155,6 +183,7 @@ class CrawlCounts:
 
     domains: dict[str, tuple[int, int, int]]
     in_flight: int = 0
+    scheduled: int = 0
 
     @property
     def total(self) -> int:

@@ -30,6 +30,7 @@ from scrapy_cluster.frontier.model import (
     LateSend,
     PopResult,
     PurgeResult,
+    Revisit,
 )
 from scrapy_cluster.frontier.scripts import FrontierScripts
 from scrapy_cluster.frontier.seen import SeenCache
@@ -100,14 +101,17 @@ class Frontier:
         self._held.update(leased.lease_id for leased in result.requests)
         return result
 
-    def ack(self, lease_ids: Sequence[str], *, funnel: FunnelCounts | None = None) -> int:
+    def ack(self, lease_ids: Sequence[str], *, funnel: FunnelCounts | None = None,
+                  revisits: Mapping[str, Revisit] | None = None) -> int:
         """Finish leased requests; returns how many were still held. One round trip, which
-        also adds ``funnel`` (a crawler's URL funnel counts) to the crawls' funnels and
-        moves a crawl left with nothing queued or leased into the idle index."""
+        also adds ``funnel`` (a crawler's URL funnel counts) to the crawls' funnels, schedules
+        the ``revisits`` (lease id -> ``Revisit``; each must be among ``lease_ids``) to be
+        queued again when due, and moves a crawl left with nothing queued, leased or scheduled
+        into the idle index. A bad revisit state raises ValueError before anything is sent."""
         if not lease_ids and not funnel:
             return 0
+        call = self.calls.ack(lease_ids, self._now(), funnel, revisits)
         self._held.difference_update(lease_ids)
-        call = self.calls.ack(lease_ids, self._now(), funnel)
         return int(self._run(self.scripts.ack, call))
 
     def release(self, lease_ids: Sequence[str], *, priority_delta: int = 0) -> int:
@@ -166,8 +170,10 @@ class Frontier:
                 return False
 
     def crawl_info(self, spiderid: str, appid: str, crawlid: str | None = None) -> CrawlInfo:
-        """Counts per domain and priority from the crawl indexes. One round trip."""
-        reply = self._run(self.scripts.info, self.calls.info(spiderid, appid, crawlid))
+        """Counts per domain and priority from the crawl indexes, and the re-crawl schedule's
+        size, due count and next due time. One round trip."""
+        reply = self._run(self.scripts.info,
+                                self.calls.info(spiderid, appid, crawlid, self._now()))
         return self.calls.parse_info(reply, spiderid, appid, crawlid)
 
     def crawl_funnels(

@@ -369,3 +369,133 @@ local function record_dispatch(window_key, time_key, limit, window_ms, moderated
   redis.call('LTRIM', window_key, -limit, -1)
   redis.call('PEXPIRE', window_key, throttle_ttl_ms(window_ms))
 end
+
+-- Re-crawls (docs/architecture.md, "Re-crawls"). A scheduled URL waits in a due bucket of its
+-- crawl (<spiderid>:crawl:<crawlid>:due:<bucket ms>, a LIST) listed in the crawl's due index
+-- (ZSET bucket -> ms); the spider's recrawl ZSET holds each crawl's earliest bucket, so a pop
+-- finds due URLs with one read whatever their number. A record is '<tail id><state>\t<url>':
+-- the url as its JSON string, the crawler's state (opaque here), and the id (8 hex digits) of
+-- what the crawl's URLs share, stored once in the crawl's tails HASH as
+-- '<domain>\t<priority>\t<item after the url>'. The counts hash field '~scheduled' counts the
+-- crawl's records, so a crawl with a schedule never looks idle (no 'complete' until it ends).
+local SCHEDULED_FIELD = '~scheduled'
+local TAIL_ID_CHARS = 8
+
+-- The url of an item JSON '{"u":"...",...}' as its JSON string, and what follows it; nil when
+-- the item does not start with its url.
+local function split_url(json)
+  if string.sub(json, 1, 6) ~= '{"u":"' then return nil end
+  local i = 7
+  while true do
+    local c = string.sub(json, i, i)
+    if c == '\\' then i = i + 2
+    elseif c == '"' then return string.sub(json, 6, i), string.sub(json, i + 1)
+    elseif c == '' then return nil
+    else i = i + 1 end
+  end
+end
+
+local function due_bucket_key(spider, crawl, bucket)
+  return fill(crawl_key('due_bucket', spider, crawl), '\7', bucket)
+end
+
+-- Tail ids given out in this call: '<tails key>\0<shared>' -> id (false: no id, write inline).
+local tail_ids = {}
+local function tail_id(tails, shared)
+  local memo = tails .. '\0' .. shared
+  local id = tail_ids[memo]
+  if id ~= nil then return id end
+  id = string.sub(redis.sha1hex(shared), 1, TAIL_ID_CHARS)
+  if redis.call('HSETNX', tails, id, shared) == 0 and redis.call('HGET', tails, id) ~= shared then
+    id = false   -- two shared parts with one id (32 bits): this one's records carry it inline
+  end
+  tail_ids[memo] = id
+  return id
+end
+
+-- Schedules a leased item ('<head> <json>') of the crawl to be queued again at bucket_ms with
+-- the crawler's ``state``. Returns 1.
+local function schedule_revisit(spider, domain, priority, crawl, item, state, bucket_ms)
+  local json = string.sub(item, (string.find(item, ' ', 1, true) or 0) + 1)
+  local url, tail = split_url(json)
+  local record
+  local id = url and tail_id(crawl_key('tails', spider, crawl), domain .. '\t' .. priority .. '\t' .. tail)
+  if id then
+    record = id .. state .. '\t' .. url
+  else
+    record = '\t' .. domain .. '\t' .. priority .. '\t' .. state .. '\t' .. json
+  end
+  local bucket = tostring(bucket_ms)
+  redis.call('RPUSH', due_bucket_key(spider, crawl, bucket), record)
+  redis.call('ZADD', crawl_key('due', spider, crawl), bucket_ms, bucket)
+  redis.call('ZADD', spider_key('recrawl', spider), 'LT', bucket_ms, crawl)
+  return 1
+end
+
+-- Queues up to ``budget`` due records of the spider's crawls (due at or before ``now``) into
+-- their domains' queues, like an enqueue without dedupe: the same throttle, priority and lease
+-- path as any request. Items are '<seq>:<due ms, base 36>:<state> <json>'. A stopped crawl's
+-- records are left to its purge. Returns how many were queued. Work: one ZRANGEBYSCORE when
+-- nothing is due; else per bucket taken one LPOP (with count) plus one push per record.
+local function queue_due(spider, now, budget, view_timeout_ms)
+  local recrawl = spider_key('recrawl', spider)
+  local moved_total, newly = 0, 0
+  local batch = new_batch()
+  local rounds = 0
+  while budget > 0 and rounds < 64 do
+    rounds = rounds + 1
+    local crawl = redis.call('ZRANGEBYSCORE', recrawl, '-inf', now, 'LIMIT', 0, 1)[1]
+    if not crawl then break end
+    local index = crawl_key('due', spider, crawl)
+    local stopped = redis.call('SISMEMBER', spider_key('blacklist', spider), crawl) == 1
+    local bucket = not stopped and redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, 1)[1]
+    if bucket then
+      local key = due_bucket_key(spider, crawl, bucket)
+      local records = redis.call('LPOP', key, budget) or {}
+      if redis.call('EXISTS', key) == 0 then redis.call('ZREM', index, bucket) end
+      local stamp = ':' .. base36(tonumber(bucket)) .. ':'
+      local seq_key = spider_key('seq', spider)
+      local seq = redis.call('INCRBY', seq_key, #records) - #records
+      local tails = crawl_key('tails', spider, crawl)
+      local shared_parts = {}
+      for _, record in ipairs(records) do
+        seq = seq + 1
+        local domain, priority, state, json
+        if string.sub(record, 1, 1) == '\t' then
+          domain, priority, state, json = string.match(record, '^\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
+        else
+          local id = string.sub(record, 1, TAIL_ID_CHARS)
+          local tab = string.find(record, '\t', TAIL_ID_CHARS + 1, true)
+          state = string.sub(record, TAIL_ID_CHARS + 1, tab - 1)
+          local shared = shared_parts[id]
+          if shared == nil then
+            shared = redis.call('HGET', tails, id) or false
+            shared_parts[id] = shared
+          end
+          if shared then
+            local tail
+            domain, priority, tail = string.match(shared, '^([^\t]*)\t([^\t]*)\t(.*)$')
+            json = '{"u":' .. string.sub(record, tab + 1) .. tail
+          end
+        end
+        if json then
+          newly = newly + push_item(spider, domain, tonumber(priority), crawl,
+                                    seq .. stamp .. state .. ' ' .. json, false, now, view_timeout_ms, batch)
+          moved_total = moved_total + 1
+        end
+      end
+      budget = budget - #records
+      flush_counts(batch)
+      batch = new_batch()
+      count_add(spider, crawl, SCHEDULED_FIELD, -#records)
+    end
+    local following = not stopped and redis.call('ZRANGE', index, 0, 0, 'WITHSCORES')
+    if following and following[1] then
+      redis.call('ZADD', recrawl, following[2], crawl)
+    else
+      redis.call('ZREM', recrawl, crawl)
+    end
+  end
+  if newly > 0 then wake(spider, newly) end
+  return moved_total
+end

@@ -18,6 +18,10 @@
 -- ARGV[11] recheck ms for paused or blacklisted domains
 -- ARGV[12] send allowance ms, added to every window (a request may reach the site a little
 --          after its dispatch; the window is counted from the dispatch)
+-- ARGV[13] view idle timeout ms (SCHEDULER_QUEUE_TIMEOUT), for domains a due re-crawl refills
+-- Re-crawls: first, up to n + lookahead URLs whose re-crawl is due join their domains' queues
+-- (queue_due in frontier_lib.lua: one read when none is due); the wait also ends when the
+-- spider's next re-crawl bucket is due.
 -- Returns {now_ms, wait_ms (-1 nothing queued), then 6 per request: lease id, domain, priority,
 -- crawlid, item, 1 when the domain is throttled (its slot may need a late-send restamp) else 0}.
 -- Work per call is bounded by n + lookahead ready entries, whatever the number of domains.
@@ -30,6 +34,7 @@ local now = now_ms(ARGV[5])
 local lookahead, default_hits, default_window_ms = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local moderated, lease_ms, recheck_ms = ARGV[9] == '1', tonumber(ARGV[10]), tonumber(ARGV[11])
 local allowance_ms = tonumber(ARGV[12])
+queue_due(spider, now, n + lookahead, tonumber(ARGV[13]))
 local any_paused = redis.call('HLEN', KEYS[9]) > 0
 
 if redis.call('ZADD', views, now, view) == 1 then
@@ -239,10 +244,12 @@ for crawl, fields in pairs(taken) do
 end
 if dispatched < n then
   local first = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
-  if first[1] then
-    out[2] = math.max(0, math.floor(tonumber(first[2])) - now)
-  else
-    out[2] = -1
+  local wait = first[1] and math.max(0, math.floor(tonumber(first[2])) - now) or -1
+  local due = redis.call('ZRANGE', spider_key('recrawl', spider), 0, 0, 'WITHSCORES')
+  if due[1] then
+    local due_wait = math.max(0, tonumber(due[2]) - now)
+    if wait < 0 or due_wait < wait then wait = due_wait end
   end
+  out[2] = wait
 end
 return out

@@ -7,7 +7,8 @@
 -- KEYS[8]  blacklist ages ZSET (<spiderid>:blacklist:since): crawlid -> ms blacklisted
 -- ARGV[1]  key templates (JSON)         ARGV[2]  spiderid     ARGV[3]  crawlid
 -- ARGV[4]  most requests removed in this chunk
--- ARGV[5]  phase: 'q<cursor>' (start with 'q0') or 'l<cursor>', as returned by the previous chunk
+-- ARGV[5]  phase: 'q<cursor>' (start with 'q0'), 'd' or 'l<cursor>', as returned by the
+--          previous chunk
 -- ARGV[6]  why: 'stopped' or 'expired'     ARGV[7]  CRAWL_STATE_TTL ms    ARGV[8]  now ms, or ''
 -- ARGV[9]  CRAWL_BLACKLIST_TTL ms: members blacklisted longer ago are dropped (at most 100 per
 --          call); 0 keeps them for ever
@@ -67,13 +68,33 @@ if string.sub(phase, 1, 1) == 'q' then
   local fields = scan[2]
   for i = 1, #fields, 2 do
     if budget <= 0 then return {removed, phase, 0, prior} end
-    if fields[i] ~= LEASED_FIELD then
+    if fields[i] ~= LEASED_FIELD and fields[i] ~= SCHEDULED_FIELD then
       local taken = drop_subqueue(fields[i])
       removed, budget = removed + taken, budget - taken
     end
   end
   if budget <= 0 then return {removed, phase, 0, prior} end
   if scan[1] ~= '0' then return {removed, 'q' .. scan[1], 0, prior} end
+  phase = 'd'
+end
+
+-- Phase 'd': drop the crawl's re-crawl schedule, up to ``budget`` URLs' buckets per chunk (a
+-- pop queues none of a blacklisted crawl's URLs meanwhile, an ack schedules none).
+if phase == 'd' then
+  local index = crawl_key('due', spider, crawl)
+  local buckets = redis.call('ZRANGE', index, 0, 99)
+  for _, bucket in ipairs(buckets) do
+    if budget <= 0 then return {removed, phase, 0, prior} end
+    local key = due_bucket_key(spider, crawl, bucket)
+    local length = redis.call('LLEN', key)
+    redis.call('DEL', key)
+    redis.call('ZREM', index, bucket)
+    removed, budget = removed + length, budget - length
+  end
+  if redis.call('EXISTS', index) == 1 then return {removed, phase, 0, prior} end
+  redis.call('DEL', crawl_key('tails', spider, crawl))
+  redis.call('HDEL', counts, SCHEDULED_FIELD)
+  redis.call('ZREM', spider_key('recrawl', spider), crawl)
   phase = 'l0'
 end
 

@@ -310,6 +310,10 @@ _declare("Scheduler", "FRONTIER_SEEN_CACHE_S", 120,
 _declare("Scheduler", "FRONTIER_PURGE_CHUNK", 5000,
          "Requests one purge step removes (one Lua call); keeps each step to a few ms.",
          (CR, RM, KM))
+_declare("Scheduler", "FRONTIER_RECRAWL_BUCKET_MS", 1000,
+         "Re-crawls due within this many ms share one bucket (one Redis LIST): a URL is queued "
+         "again up to this much after its due time; larger buckets cost less memory per "
+         "scheduled URL.", (CR, RM, KM))
 
 # --- Throttle -----------------------------------------------------------
 _declare("Throttle", "QUEUE_HITS", 10, "Default requests per QUEUE_WINDOW per domain.", (CR, KM))

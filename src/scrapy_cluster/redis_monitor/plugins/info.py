@@ -29,12 +29,22 @@ from scrapy_cluster.stats.coverage import live_spiders
 from scrapy_cluster.stats.reasons import crawl_reason
 
 
-def crawl_status(status: str | None, has_work: bool) -> str:
+def crawl_status(status: str | None, has_work: bool, *, waiting: bool = False) -> str:
     """The ``status`` of an info answer; a crawl with work but no state (queued by a version
-    without crawl states) is running."""
+    without crawl states) is running. A running crawl whose only work is its re-crawl
+    schedule (``waiting``: nothing queued, nothing in flight, URLs scheduled) is
+    ``scheduled``."""
     if status is not None:
-        return status
+        return "scheduled" if status == "running" and waiting else status
     return "running" if has_work else "unknown"
+
+
+def _schedule_answer(info: CrawlInfo) -> dict[str, Any]:
+    """The re-crawl fields of one crawl's info (only for a crawl with a schedule): URLs in its schedule, how many are due (a
+    lower bound past 100 due buckets), and when the next one is (epoch s, None when every
+    scheduled URL is due)."""
+    return {"scheduled": info.scheduled, "due": info.due,
+            "next_due": None if info.next_due_ms is None else round(info.next_due_ms / 1000.0, 3)}
 
 
 def domains_answer(info: CrawlInfo) -> dict[str, dict[str, int]]:
@@ -82,11 +92,14 @@ class InfoMonitor(BaseMonitor):
             expires: Any = self.redis.get(keys.crawl_timeout(spiderid, appid, str(crawlid)))
             answer.update({"crawlid": crawlid, "total_pending": info.total_pending,
                            "total_domains": info.total_domains, "domains": domains_answer(info)})
+            if info.scheduled:
+                answer.update(_schedule_answer(info))
             if expires is not None:
                 answer["expires"] = expires.decode()
             funnels, statuses = self.frontier.crawl_funnels_and_statuses(spiderid, [str(crawlid)])
-            answer["status"] = crawl_status(statuses[str(crawlid)],
-                                            bool(info.total_pending or info.in_flight))
+            answer["status"] = crawl_status(
+                statuses[str(crawlid)], bool(info.total_pending or info.in_flight or info.scheduled),
+                waiting=bool(info.scheduled and not (info.total_pending or info.in_flight)))
             answer["funnel"] = funnels[str(crawlid)].as_dict()
             self._explain(answer, spiderid, info.total_pending + info.in_flight,
                           funnels[str(crawlid)], {})
@@ -112,7 +125,11 @@ class InfoMonitor(BaseMonitor):
                 "distinct_domains": len(counts.domains), "total": counts.total}
             if expires is not None:
                 entry["expires"] = expires.decode()
-            entry["status"] = crawl_status(statuses[crawlid], True)
+            entry["status"] = crawl_status(
+                statuses[crawlid], True,
+                waiting=bool(counts.scheduled and not (counts.domains or counts.in_flight)))
+            if counts.scheduled:
+                entry["scheduled"] = counts.scheduled
             entry["funnel"] = funnels[crawlid].as_dict()
             self._explain(entry, spiderid, counts.total, funnels[crawlid], served)
             per_crawl[crawlid] = entry

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from scrapy_cluster import keys
-from scrapy_cluster.frontier.calls import LEASED_FIELD
+from scrapy_cluster.frontier.calls import LEASED_FIELD, SCHEDULED_FIELD
 from scrapy_cluster.frontier.config import DomainThrottle
 from scrapy_cluster.frontier.pause import HALT_UNTIL_MS
 from scrapy_cluster.rest.dashboard import classify
@@ -120,6 +120,8 @@ def crawl_totals(counts: Mapping[bytes, bytes]) -> tuple[int, int, int]:
         text = as_text(name)
         if text == LEASED_FIELD:
             in_flight += int(value)
+        elif text == SCHEDULED_FIELD:
+            continue
         else:
             pending += int(value)
             domains_seen.add(text.rpartition("|")[0])
