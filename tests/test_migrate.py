@@ -177,8 +177,8 @@ def test_a_dry_run_writes_nothing(redis_url: str, redis_client: redis.Redis,
 def test_migrate_stamps_the_key_layout_version(redis_url: str,
                                                redis_client: redis.Redis) -> None:
     result = run_migrate("--from", redis_url)
-    assert redis_client.get(keys.schema_version()) == b"1"
-    assert "layout 0 -> 1" in result.stdout
+    assert redis_client.get(keys.schema_version()) == b"2"
+    assert "layout 0 -> 1" in result.stdout and "layout 1 -> 2" in result.stdout
 
 
 def _queued_items(client: redis.Redis, spiderid: str = "link") -> int:

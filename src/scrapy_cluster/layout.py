@@ -16,8 +16,11 @@ import redis
 from scrapy_cluster import keys
 from scrapy_cluster.errors import SchemaVersionError
 
-SCHEMA_VERSION = 1
-"""The layout this code reads and writes."""
+SCHEMA_VERSION = 2
+"""The layout this code reads and writes. 2: re-crawl schedules (due buckets, the ``~scheduled``
+count, items whose head carries a re-crawl state); a release that knows only 1 would pop such
+items and acknowledge them without scheduling them again, ending their schedules silently, so
+it must not run on a layout 2 Redis."""
 
 
 def parse_version(raw: bytes | str | None) -> int:

@@ -29,8 +29,15 @@ def _nothing_to_change(client: redis.Redis) -> None:
     """Version 0 is our layout without the stamp: stamping is the whole upgrade."""
 
 
+def _recrawl_keys_are_new(client: redis.Redis) -> None:
+    """Layout 2 adds keys (re-crawl schedules) and an optional part of item heads; every
+    layout 1 key and item is read as it is."""
+
+
 UPGRADES: Mapping[int, UpgradeStep] = {
     0: UpgradeStep("stamp the layout version (the keys are already version 1)", _nothing_to_change),
+    1: UpgradeStep("re-crawl schedules: new keys only, nothing to rewrite (the version keeps "
+                   "releases that do not know re-crawls off this Redis)", _recrawl_keys_are_new),
 }
 
 
