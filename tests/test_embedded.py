@@ -399,3 +399,24 @@ def test_a_child_exiting_with_an_error_code_has_its_last_line_in_the_restart_eve
     assert restart.startswith("rest exited with code 3 ([Errno 98] error while attempting to "
                               "bind on address ('127.0.0.1', 5343): address already in use); "
                               "restarting in 30.0s")
+
+
+def test_up_upgrades_the_layout_an_older_release_left_in_its_own_redis(tmp_path: Path) -> None:
+    from contextlib import ExitStack
+
+    from scrapy_cluster.cli import up_cmd
+    from scrapy_cluster.layout import SCHEMA_VERSION
+
+    server = EmbeddedRedis(tmp_path / "data")
+    url = server.start()
+    client = redis.Redis.from_url(url)
+    client.set(keys.schema_version(), 1)
+    client.close()
+    server.stop()
+    settings = load_settings("crawler", environ={}, settings_file=None,
+                             overrides={"REDIS_URL": "", "SC_DATA_DIR": str(tmp_path / "data")})
+    with ExitStack() as stack:
+        assert up_cmd._redis(stack, settings, tmp_path / "data") == url
+        client = redis.Redis.from_url(url)
+        assert client.get(keys.schema_version()) == str(SCHEMA_VERSION).encode()
+        client.close()

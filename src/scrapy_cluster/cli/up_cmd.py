@@ -32,6 +32,7 @@ from scrapy_cluster.embedded.lock import UpLock
 from scrapy_cluster.embedded.preflight import check_bus, check_port_free, check_redis
 from scrapy_cluster.embedded.progress import ProgressLoop, ProgressPolicy
 from scrapy_cluster.errors import ScrapyClusterError, ServiceError
+from scrapy_cluster.migration import upgrades
 from scrapy_cluster.redis_conn import RedisConfig
 from scrapy_cluster.settings import Settings
 from scrapy_cluster.settings.masking import mask_url
@@ -174,12 +175,20 @@ def _take_data_dir(stack: ExitStack, data_path: Path, terminal: TerminalSink,
 
 
 def _redis(stack: ExitStack, settings: Settings, data_path: Path) -> str:
-    """REDIS_URL when set, else the URL of a started embedded server (stopped by ``stack``)."""
+    """REDIS_URL when set, else the URL of a started embedded server (stopped by ``stack``).
+    The embedded server's data is this ``up``'s alone, and nothing else runs on it yet, so a
+    key layout an earlier release left there is upgraded at once (``scrapy-cluster migrate``'s
+    steps); a shared REDIS_URL is never upgraded behind its other users' backs."""
     if settings["REDIS_URL"]:
         return str(settings["REDIS_URL"])
     embedded = EmbeddedRedis(data_path)
     url = embedded.start()
     stack.callback(embedded.stop)
+    client = redis.Redis.from_url(url, socket_timeout=10)
+    try:
+        upgrades.upgrade(client)
+    finally:
+        client.close()
     return url
 
 
