@@ -14,7 +14,9 @@ exactly one request per chain at any time (a constant backlog), and the per-host
 chains are long enough for the throttle's rate to last the whole soak. Every
 ``FEED_EVERY_S`` the test also feeds, through the bus, a short crawl in turn one that completes
 (with an ``expires`` that its completion must drop), one that is stopped (``stop`` request) and
-one that expires (``expires`` a few seconds ahead), plus a ``stats`` request, and asks the
+one that expires (``expires`` a few seconds ahead), each with a re-crawl schedule (the one
+that completes refetches each page once, 5 s later; the others every 2 s until they end, so
+their schedules are purged), plus a ``stats`` request, and asks the
 Rest service (``POST /feed``) for the main crawl's ``info`` and reads its ``/metrics``. So
 per-crawl keys are created all the time and must go away (``CRAWL_STATE_TTL`` is 120 s here).
 A reader in the test consumes the crawled and outbound topics in a consumer group and
@@ -138,6 +140,10 @@ OWNERS: dict[str, str] = {
     "link:blacklist:since": "frontier: when each blacklist member came (trims it)",
     "link:crawl:<crawl>:counts": "frontier: while the crawl has work",
     "link:crawl:<crawl>:state": "frontier: no TTL while running",
+    "link:crawl:<crawl>:due": "frontier: while the crawl has re-crawls scheduled",
+    "link:crawl:<crawl>:due:<n>": "frontier: one per re-crawl bucket, until due",
+    "link:crawl:<crawl>:tails": "frontier: while the crawl has re-crawls scheduled",
+    "link:recrawl": "frontier: crawls with re-crawls scheduled",
     "link:app:soakapp:crawls": "frontier", "frontier:crawls:idle": "frontier",
     "frontier:spiders": "frontier", "frontier:leases": "frontier",
     "frontier:lease_items": "frontier", "frontier:lease_seq": "frontier",
@@ -416,10 +422,12 @@ class Soak:
         kind = KINDS[number % len(KINDS)]
         crawl = ShortCrawl(f"soak-{kind}-{number}", kind, now)
         epoch = int(time.time())
-        extra: dict[str, Any] = {"priority": 50, "expires": epoch + 600}
+        extra: dict[str, Any] = {"priority": 50, "expires": epoch + 600,
+                                 "recrawl": {"interval": 2}}
         depth = LONG_DEPTH
         if kind == "complete":
             depth = SHORT_DEPTH
+            extra["recrawl"] = {"interval": 5, "max_cycles": 1}
         elif kind == "expire":
             extra["expires"] = epoch + END_AFTER_S
         else:
