@@ -120,3 +120,75 @@ def test_single_entry_changes_leave_the_rest() -> None:
     changed = changed.with_blacklisted("y.com").without_blacklisted("x.com")
     assert (set(changed.throttles), changed.blacklist) == ({"b.com"}, {"y.com"})
     assert set(document.throttles) == {"a.com"}
+
+
+# --- the per-domain re-crawl default -----------------------------------------------------------
+
+RECRAWL_FILLED = {"links": True, "not_modified": "item"}
+
+
+def test_a_recrawl_default_is_parsed_with_its_defaults_filled() -> None:
+    document = parse("domains:\n  www.news.com: {recrawl: {interval: 3600}}\n"
+                     "  shop.com: {window: 60, hits: 5, recrawl: {adaptive: {min: 60, "
+                     "max: 600}, links: false}}")
+    assert document.throttles == {"shop.com": DomainThrottle(window_s=60.0, hits=5)}
+    assert document.recrawls == {
+        "news.com": {"interval": 3600, **RECRAWL_FILLED},
+        "shop.com": {"adaptive": {"min": 60, "max": 600, "inc": 0.4, "dec": 0.2},
+                     "links": False, "not_modified": "item"}}
+
+
+@pytest.mark.parametrize(("recrawl", "message"), [
+    ("{adaptive: {min: 600, max: 60}}", "recrawl.adaptive.min must not exceed max"),
+    ("{links: false}", "recrawl must have interval or adaptive"),
+    ("{interval: 0}", "recrawl.interval must be bigger than or equal to 1"),
+    ("{interval: 31536001}", "recrawl.interval must be smaller than or equal to 31536000"),
+    ("{interval: 60, max_cycles: 0}", "recrawl.max_cycles must be bigger than or equal to 1"),
+    ("{interval: 60, not_modified: body}",
+     "recrawl.not_modified must be one of ['item', 'none']"),
+    ("{interval: 60, every: 5}", "recrawl must not contain {'every'} properties"),
+    ("3600", "recrawl must be object"),
+])
+def test_a_bad_recrawl_default_is_refused_naming_the_domain_and_field(
+        recrawl: str, message: str) -> None:
+    with pytest.raises(DomainConfigError) as caught:
+        parse(f"domains: {{a.com: {{recrawl: {recrawl}}}}}")
+    assert str(caught.value) == f"domain 'a.com': {message}"
+
+
+def test_a_recrawl_entry_with_a_partial_throttle_or_an_unknown_field_is_refused() -> None:
+    with pytest.raises(DomainConfigError, match="domain 'a.com': 'window' is required"):
+        parse("domains: {a.com: {hits: 1, recrawl: {interval: 60}}}")
+    with pytest.raises(DomainConfigError, match=r"unknown field\(s\) burst \(allowed: window, "
+                                                r"hits, scale, moderated, recrawl\)"):
+        parse("domains: {a.com: {burst: 1, recrawl: {interval: 60}}}")
+
+
+def test_a_recrawl_default_round_trips_and_is_diffed() -> None:
+    old = parse("domains: {a.com: {window: 60, hits: 10, recrawl: {interval: 60}}, "
+                "b.com: {recrawl: {interval: 5}}}")
+    assert parse(old.to_yaml()) == old
+    new = parse("domains: {a.com: {window: 60, hits: 10, recrawl: {interval: 120}}, "
+                "c.com: {recrawl: {interval: 5, links: false}}}")
+    assert old.diff(new) == [
+        '~ recrawl a.com: {"interval":60,"links":true,"not_modified":"item"} -> '
+        '{"interval":120,"links":true,"not_modified":"item"}',
+        '- recrawl b.com: {"interval":5,"links":true,"not_modified":"item"}',
+        '+ recrawl c.com: {"interval":5,"links":false,"not_modified":"item"}']
+
+
+def test_throttle_and_blacklist_changes_keep_the_recrawl_defaults() -> None:
+    document = parse("domains: {a.com: {window: 60, hits: 10, recrawl: {interval: 60}}}")
+    changed = document.without_throttle("a.com").with_blacklisted("x.com")
+    changed = changed.with_throttle("b.com", DomainThrottle(1, 1))
+    assert changed.recrawls == {"a.com": {"interval": 60, **RECRAWL_FILLED}}
+    assert changed.with_recrawl("b.com", {"interval": 9}).recrawls["b.com"] == {
+        "interval": 9, **RECRAWL_FILLED}
+    assert changed.without_recrawl("a.com").recrawls == {}
+    with pytest.raises(DomainConfigError, match="domain 'b.com': recrawl.interval must be"):
+        changed.with_recrawl("b.com", {"interval": -1})
+
+
+def test_a_past_until_is_kept_so_that_a_stored_document_stays_readable() -> None:
+    assert parse("domains: {a.com: {recrawl: {interval: 60, until: 5}}}").recrawls == {
+        "a.com": {"interval": 60, "until": 5, **RECRAWL_FILLED}}

@@ -182,6 +182,13 @@ def test_error_answers_carry_the_seed_messages(
         code, message, cause = failure(schema)
         assert (code, message) == (400, MSG_SCHEMA)
         assert cause is not None and "crazykey" in cause
+        recrawl = post(url + "/feed", {"url": "http://a.com", "appid": "app", "crawlid": "abc",
+                                       "recrawl": {"adaptive": {"min": 600, "max": 60}}})
+        assert failure(recrawl) == (400, MSG_SCHEMA, "ScraperHandler: recrawl.adaptive.min "
+                                                     "must not exceed max")
+        past = post(url + "/feed", {"url": "http://a.com", "appid": "app", "crawlid": "abc",
+                                    "recrawl": {"interval": 60, "until": 1_000_000_000}})
+        assert failure(past) == (400, MSG_SCHEMA, "ScraperHandler: recrawl.until is in the past")
         not_object = post(url + "/feed", [1, 2])
         assert failure(not_object) == (400, MSG_SCHEMA, "request must be a JSON object, not list")
         assert failure(httpx.get(url + "/nowhere")) == (404, MSG_NO_ENDPOINT, None)
@@ -252,6 +259,10 @@ def test_openapi_document_and_docs_page(redis_url: str, tmp_path: Path) -> None:
             "application/json"]["schema"]
         assert len(feed_schema["oneOf"]) == 4
         assert {"url", "appid", "crawlid"} <= set(feed_schema["oneOf"][0]["required"])
+        recrawl = feed_schema["oneOf"][0]["properties"]["recrawl"]
+        assert set(recrawl["properties"]) == {"interval", "adaptive", "until", "max_cycles",
+                                              "links", "not_modified"}
+        assert recrawl["anyOf"] == [{"required": ["interval"]}, {"required": ["adaptive"]}]
         poll_schema = document["paths"]["/poll"]["post"]["requestBody"]["content"][
             "application/json"]["schema"]
         assert poll_schema["required"] == ["poll_id"]

@@ -4,8 +4,11 @@ the real Rest service."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,10 +17,13 @@ import pytest
 import redis
 
 from scrapy_cluster import keys
+from scrapy_cluster.api.validation import Accepted
 from scrapy_cluster.frontier import Frontier
 from scrapy_cluster.frontier.model import DispatchView
+from scrapy_cluster.kafka_monitor.loader import build_validator, plugin_classes
 from scrapy_cluster.rest.dashboard import tables
 from scrapy_cluster.rest.dashboard.snapshot import SnapshotBuilder
+from scrapy_cluster.settings import load_settings
 from tests.support.cluster_state import Scene, request, settings_for
 
 pytestmark = pytest.mark.integration
@@ -201,6 +207,71 @@ def test_the_page_and_its_static_files_are_served(rest: str) -> None:
         (200, "text/javascript")
     assert httpx.get(rest + "/ui/static/uPlot.iife.min.js").status_code == 200
     assert httpx.get(rest + "/ui/static/..%2Fsnapshot.py").status_code == 404
+    form = httpx.get(rest + "/ui/static/crawl_form.js")
+    assert (form.status_code, form.text) == (200, (STATIC / "crawl_form.js").read_text())
+    assert page.text.index("/static/crawl_form.js") < page.text.index("/static/dashboard.js")
+    for name in RECRAWL_INPUTS:
+        assert f'name="{name}"' in page.text, name
+
+
+# --- the crawl form's request (crawl_form.js, run in Node) -----------------------------------
+
+STATIC = Path(tables.__file__).parent / "static"
+RECRAWL_INPUTS = ("recrawl_interval", "recrawl_min", "recrawl_max", "recrawl_until_in",
+                  "recrawl_max_cycles", "recrawl_links", "recrawl_not_modified")
+NOW_S = 1_900_000_000.5
+FORM = {"url": " https://example.com/ ", "appid": "dashboard", "crawlid": "", "spiderid": "link",
+        "maxdepth": "1", "priority": "5", "expires_in": "", "recrawl_interval": "",
+        "recrawl_min": "", "recrawl_max": "", "recrawl_until_in": "", "recrawl_max_cycles": "",
+        "recrawl_links": True, "recrawl_not_modified": "item"}
+
+
+def form_request(values: dict[str, Any]) -> Any:
+    """What the form's script makes of ``values``: the request, or {"error": message}."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("needs Node.js to run the dashboard's form script")
+    script = ("const {buildCrawlRequest} = require(process.argv[1]);"
+              "const values = JSON.parse(process.argv[2]);"
+              "let out; try { out = buildCrawlRequest(values, Number(process.argv[3]), "
+              "() => 'generated-id'); } catch (error) { out = {error: error.message}; }"
+              "process.stdout.write(JSON.stringify(out));")
+    result = subprocess.run([node, "-e", script, str(STATIC / "crawl_form.js"),
+                             orjson.dumps(values).decode(), str(NOW_S)],
+                            capture_output=True, text=True, timeout=30, check=True)
+    return orjson.loads(result.stdout)
+
+
+CRAWL_ONLY = {"url": "https://example.com/", "appid": "dashboard", "crawlid": "generated-id",
+              "spiderid": "link", "maxdepth": 1, "priority": 5}
+
+
+@pytest.mark.parametrize(("inputs", "recrawl"), [
+    ({}, None),
+    ({"recrawl_interval": "3600"}, {"interval": 3600}),
+    ({"recrawl_min": "60", "recrawl_max": "86400"}, {"adaptive": {"min": 60, "max": 86400}}),
+    ({"recrawl_interval": "600", "recrawl_min": "60", "recrawl_max": "3600",
+      "recrawl_until_in": "7200", "recrawl_max_cycles": "10", "recrawl_links": False,
+      "recrawl_not_modified": "none"},
+     {"interval": 600, "adaptive": {"min": 60, "max": 3600}, "until": 1_900_007_200,
+      "max_cycles": 10, "links": False, "not_modified": "none"}),
+])
+def test_the_crawl_form_adds_a_recrawl_only_when_one_is_asked_for(
+        inputs: dict[str, Any], recrawl: dict[str, Any] | None) -> None:
+    request = form_request({**FORM, **inputs})
+    assert request == (CRAWL_ONLY if recrawl is None else {**CRAWL_ONLY, "recrawl": recrawl})
+    settings = load_settings("kafka-monitor", environ={})
+    match = build_validator(plugin_classes(settings), settings).match(request)
+    assert isinstance(match, Accepted), match  # the API takes what the form sends
+
+
+@pytest.mark.parametrize(("inputs", "error"), [
+    ({"recrawl_max_cycles": "3"}, "re-crawl needs an interval or adaptive min and max"),
+    ({"recrawl_links": False}, "re-crawl needs an interval or adaptive min and max"),
+    ({"recrawl_min": "60"}, "adaptive re-crawl needs both min and max"),
+])
+def test_the_crawl_form_refuses_an_incomplete_recrawl(inputs: dict[str, Any], error: str) -> None:
+    assert form_request({**FORM, **inputs}) == {"error": error}
 
 
 def test_domains_are_paged_busiest_first(redis_client: redis.Redis, rest: str) -> None:

@@ -4,6 +4,10 @@ Schemas are compiled once (fastjsonschema) when a process starts (the Kafka Moni
 Rest service, ``feed``, ``migrate``). Matching costs no I/O. A request that matches no schema is explained by the schema it
 came closest to: the one with most of its required properties present, then
 most of its known properties present, then the lowest rank.
+
+A plugin may add a check of its own for what a JSON Schema cannot say (``Check``, e.g. the
+crawl request's ``recrawl.adaptive.min`` not above ``max``): it runs on a request its schema
+accepted, and a reason it returns refuses the request as a schema failure would.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import fastjsonschema
 from scrapy_cluster.errors import PluginError
 
 Validate = Callable[[Any], Any]
+Check = Callable[[dict[str, Any]], str | None]
+"""A plugin's own check of a request its schema accepted: the reason to refuse it, or None."""
 
 
 @dataclass(frozen=True)
@@ -44,16 +50,18 @@ class CompiledSchema:
     validate: Validate
     required: frozenset[str]
     properties: frozenset[str]
+    check: Check | None = None
 
     @classmethod
-    def compile(cls, plugin: str, definition: dict[str, Any]) -> CompiledSchema:
+    def compile(cls, plugin: str, definition: dict[str, Any],
+                check: Check | None = None) -> CompiledSchema:
         try:
             validate = fastjsonschema.compile(definition, use_default=True)
         except fastjsonschema.JsonSchemaDefinitionException as exc:
             raise PluginError(f"schema of {plugin} does not compile: {exc}") from exc
         return cls(plugin, definition, validate,
                    frozenset(definition.get("required", ())),
-                   frozenset(definition.get("properties", {})))
+                   frozenset(definition.get("properties", {})), check)
 
     def closeness(self, message: Mapping[str, Any]) -> tuple[int, int]:
         present = message.keys()
@@ -63,6 +71,9 @@ class CompiledSchema:
         """A reason that names the field: ``priority must be smaller than or equal to 100``."""
         field = ".".join(str(part) for part in error.path[1:])
         text = error.message
+        if error.rule == "anyOf" and _only_required(error.rule_definition):
+            names = [name for branch in error.rule_definition for name in branch["required"]]
+            return f"{field or 'request'} must have {' or '.join(names)}"
         if error.rule == "pattern" and field:
             described = self.definition.get("properties", {}).get(field, {}).get("description")
             if described:
@@ -83,9 +94,13 @@ class RequestValidator:
         self.schemas = list(schemas)
 
     @classmethod
-    def from_definitions(cls, definitions: Sequence[tuple[str, dict[str, Any]]]) -> RequestValidator:
-        """``definitions``: ``(plugin name, schema)`` pairs, lowest rank first."""
-        return cls([CompiledSchema.compile(name, schema) for name, schema in definitions])
+    def from_definitions(cls, definitions: Sequence[tuple[str, dict[str, Any]]],
+                         checks: Mapping[str, Check] | None = None) -> RequestValidator:
+        """``definitions``: ``(plugin name, schema)`` pairs, lowest rank first; ``checks``:
+        the plugins' own checks by plugin name (see module docstring)."""
+        checks = checks or {}
+        return cls([CompiledSchema.compile(name, schema, checks.get(name))
+                    for name, schema in definitions])
 
     @property
     def plugin_names(self) -> list[str]:
@@ -98,9 +113,14 @@ class RequestValidator:
         errors: list[fastjsonschema.JsonSchemaValueException] = []
         for schema in self.schemas:
             try:
-                return Accepted(schema.plugin, schema.validate(dict(message)))
+                accepted = schema.validate(_copy(message))
             except fastjsonschema.JsonSchemaValueException as exc:
                 errors.append(exc)
+                continue
+            reason = schema.check(accepted) if schema.check is not None else None
+            if reason:
+                return Rejected(f"{schema.plugin}: {reason}", schema.plugin)
+            return Accepted(schema.plugin, accepted)
         return self._closest_rejection(message, errors)
 
     def _closest_rejection(self, message: Mapping[str, Any],
@@ -110,6 +130,18 @@ class RequestValidator:
         best = ranked[0]
         schema = self.schemas[best]
         return Rejected(f"{schema.plugin}: {schema.explain(errors[best])}", schema.plugin)
+
+
+def _copy(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy the schema may fill defaults into: nested objects (``recrawl``) are copied too."""
+    return {key: _copy(value) if isinstance(value, dict) else value
+            for key, value in message.items()}
+
+
+def _only_required(branches: Any) -> bool:
+    """Whether an ``anyOf`` only lists alternative required properties."""
+    return isinstance(branches, list) and bool(branches) and all(
+        isinstance(branch, dict) and set(branch) == {"required"} for branch in branches)
 
 
 def _json_type(value: Any) -> str:

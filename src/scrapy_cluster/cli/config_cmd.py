@@ -58,7 +58,8 @@ def config_group() -> None:
 
 @config_group.command("push")
 @click.option("-f", "--file", "path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="YAML document: blacklist: [domains], domains: {domain: {window, hits, scale}}")
+              help="YAML document: blacklist: [domains], domains: {domain: {window, hits, scale, "
+                   "moderated, recrawl}}")
 @click.option("--dry-run", is_flag=True, help="Validate and show the changes, store nothing.")
 @pass_cli_context
 def push_command(cli: CliContext, path: str, dry_run: bool) -> None:

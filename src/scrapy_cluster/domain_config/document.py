@@ -10,6 +10,15 @@
         hits: 30          # integer >= 0 (0 pauses the domain)
         scale: 0.5        # optional, from 0 to 1; floor(hits * scale) = 0 pauses it
         moderated: false  # optional (our extension): bursts or even spacing, else QUEUE_MODERATED
+      news.example:
+        recrawl:          # optional: the re-crawl schedule of crawls seeded on this domain
+          interval: 3600  #   (the crawl request's ``recrawl`` object, docs/api.md)
+
+A domain entry carries a throttle (``window`` and ``hits``), a ``recrawl`` default, or both. The
+``recrawl`` default is given to a crawl request whose seed URL is on the domain and which has
+no ``recrawl`` of its own, when the Kafka Monitor accepts it; a later change of the default does
+not change crawls already submitted. It is validated as the request's field is, except that an
+``until`` already past is kept (the document stays readable; such a default is no longer given).
 
 Domains are matched as the frontier keys its queues: by **registered domain** (tldextract, the
 bundled public-suffix list). ``www.example.com``, ``http://example.com:8080/`` and
@@ -17,25 +26,30 @@ bundled public-suffix list). ``www.example.com``, ``http://example.com:8080/`` a
 error. IP addresses and single-label hosts are their own domain.
 
 A document is a value: it always replaces the whole configuration (a domain no longer listed
-returns to the default throttle; one no longer blacklisted is crawled again).
+returns to the default throttle and has no re-crawl default; one no longer blacklisted is
+crawled again).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
 import yaml
 
+from scrapy_cluster.api import recrawl as recrawl_api
 from scrapy_cluster.errors import DomainConfigError
 from scrapy_cluster.frontier.codec import DomainExtractor
 from scrapy_cluster.frontier.config import DomainThrottle
 
 TOP_LEVEL_KEYS = frozenset({"blacklist", "domains"})
 DOMAIN_KEYS = frozenset({"window", "hits", "scale", "moderated"})
+RECRAWL_KEY = "recrawl"
 Normalize = Callable[[str], str]
 
 
@@ -56,10 +70,12 @@ def frontier_domain(extractor: DomainExtractor | None = None) -> Normalize:
 
 @dataclass(frozen=True)
 class DomainDocument:
-    """Throttle overrides by domain and the blacklisted domains (already normalized)."""
+    """Throttle overrides by domain, the blacklisted domains and the re-crawl defaults by
+    domain (``recrawl`` objects, defaults filled in), all by normalized domain."""
 
     throttles: Mapping[str, DomainThrottle] = field(default_factory=dict)
     blacklist: frozenset[str] = frozenset()
+    recrawls: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_yaml(cls, text: str, normalize: Normalize) -> DomainDocument:
@@ -81,19 +97,24 @@ class DomainDocument:
         if unknown:
             raise DomainConfigError(f"unknown top-level key(s): {', '.join(unknown)} "
                                     "(allowed: blacklist, domains)")
-        return cls(throttles=_throttles(data.get("domains"), normalize),
-                   blacklist=_blacklist(data.get("blacklist"), normalize))
+        throttles, recrawls = _domains(data.get("domains"), normalize)
+        return cls(throttles=throttles, blacklist=_blacklist(data.get("blacklist"), normalize),
+                   recrawls=recrawls)
 
     def to_data(self) -> dict[str, Any]:
         """Plain data for YAML or JSON, domains sorted."""
         domains = {}
-        for name in sorted(self.throttles):
-            throttle = self.throttles[name]
-            entry: dict[str, Any] = {"window": throttle.window_s, "hits": throttle.hits}
-            if throttle.scale != 1.0:
-                entry["scale"] = throttle.scale
-            if throttle.moderated is not None:
-                entry["moderated"] = throttle.moderated
+        for name in sorted(set(self.throttles) | set(self.recrawls)):
+            entry: dict[str, Any] = {}
+            throttle = self.throttles.get(name)
+            if throttle is not None:
+                entry.update({"window": throttle.window_s, "hits": throttle.hits})
+                if throttle.scale != 1.0:
+                    entry["scale"] = throttle.scale
+                if throttle.moderated is not None:
+                    entry["moderated"] = throttle.moderated
+            if name in self.recrawls:
+                entry[RECRAWL_KEY] = _plain(self.recrawls[name])
             domains[name] = entry
         return {"blacklist": sorted(self.blacklist), "domains": domains}
 
@@ -102,17 +123,27 @@ class DomainDocument:
         return text
 
     def with_throttle(self, domain: str, throttle: DomainThrottle) -> DomainDocument:
-        return DomainDocument({**self.throttles, domain: throttle}, self.blacklist)
+        return dataclasses.replace(self, throttles={**self.throttles, domain: throttle})
 
     def without_throttle(self, domain: str) -> DomainDocument:
-        return DomainDocument({k: v for k, v in self.throttles.items() if k != domain},
-                              self.blacklist)
+        """The domain's throttle removed (its re-crawl default, if any, stays)."""
+        return dataclasses.replace(self, throttles={k: v for k, v in self.throttles.items()
+                                                    if k != domain})
 
     def with_blacklisted(self, domain: str) -> DomainDocument:
-        return DomainDocument(self.throttles, self.blacklist | {domain})
+        return dataclasses.replace(self, blacklist=self.blacklist | {domain})
 
     def without_blacklisted(self, domain: str) -> DomainDocument:
-        return DomainDocument(self.throttles, self.blacklist - {domain})
+        return dataclasses.replace(self, blacklist=self.blacklist - {domain})
+
+    def with_recrawl(self, domain: str, recrawl: Any) -> DomainDocument:
+        """The domain's re-crawl default set (validated; ``DomainConfigError`` if wrong)."""
+        return dataclasses.replace(self, recrawls={**self.recrawls,
+                                                   domain: domain_recrawl(domain, recrawl)})
+
+    def without_recrawl(self, domain: str) -> DomainDocument:
+        return dataclasses.replace(self, recrawls={k: v for k, v in self.recrawls.items()
+                                                   if k != domain})
 
     def diff(self, newer: DomainDocument) -> list[str]:
         """What changes from this document to ``newer``, one line per change, sorted."""
@@ -128,7 +159,33 @@ class DomainDocument:
                 lines.append(f"- domain {name}: {_describe(old)} (back to the default)")
             else:
                 lines.append(f"~ domain {name}: {_describe(old)} -> {_describe(new)}")
+        return lines + self._recrawl_diff(newer)
+
+    def _recrawl_diff(self, newer: DomainDocument) -> list[str]:
+        lines = []
+        for name in sorted(set(self.recrawls) | set(newer.recrawls)):
+            old, new = self.recrawls.get(name), newer.recrawls.get(name)
+            if old == new:
+                continue
+            if old is None:
+                lines.append(f"+ recrawl {name}: {_describe_recrawl(new)}")
+            elif new is None:
+                lines.append(f"- recrawl {name}: {_describe_recrawl(old)}")
+            else:
+                lines.append(f"~ recrawl {name}: {_describe_recrawl(old)} -> "
+                             f"{_describe_recrawl(new)}")
         return lines
+
+
+def _describe_recrawl(recrawl: Mapping[str, Any] | None) -> str:
+    return orjson.dumps(recrawl, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _plain(value: Any) -> Any:
+    """Plain dicts for YAML (``safe_dump`` refuses other mappings)."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
 
 
 def _describe(throttle: DomainThrottle | None) -> str:
@@ -150,13 +207,16 @@ def _blacklist(raw: Any, normalize: Normalize) -> frozenset[str]:
     return frozenset(normalize(name) for name in raw)
 
 
-def _throttles(raw: Any, normalize: Normalize) -> dict[str, DomainThrottle]:
+def _domains(raw: Any, normalize: Normalize) -> tuple[dict[str, DomainThrottle],
+                                                      dict[str, Mapping[str, Any]]]:
+    """The ``domains`` section: throttles and re-crawl defaults by normalized domain."""
     if raw is None:
-        return {}
+        return {}, {}
     if not isinstance(raw, Mapping):
         raise DomainConfigError("domains: must be a mapping of domain name to "
-                                "{window, hits, scale}")
+                                "{window, hits, scale, moderated, recrawl}")
     throttles: dict[str, DomainThrottle] = {}
+    recrawls: dict[str, Mapping[str, Any]] = {}
     named_by: dict[str, str] = {}
     for name, entry in raw.items():
         if not isinstance(name, str):
@@ -166,8 +226,36 @@ def _throttles(raw: Any, normalize: Normalize) -> dict[str, DomainThrottle]:
             raise DomainConfigError(f"domains: {named_by[domain]!r} and {name!r} both name "
                                     f"{domain!r} (domains are matched by registered domain)")
         named_by[domain] = name
-        throttles[domain] = domain_throttle(name, entry)
-    return throttles
+        throttle_entry, recrawl = _split_entry(name, entry)
+        if throttle_entry is not None:
+            throttles[domain] = domain_throttle(name, throttle_entry)
+        if recrawl is not None:
+            recrawls[domain] = domain_recrawl(name, recrawl)
+    return throttles, recrawls
+
+
+def _split_entry(name: str, entry: Any) -> tuple[Any, Any]:
+    """A domain entry's throttle part (None when it names no throttle field and has a
+    ``recrawl``) and its ``recrawl`` (None when absent)."""
+    if not isinstance(entry, Mapping):
+        return entry, None
+    unknown = sorted(str(key) for key in entry if key not in DOMAIN_KEYS | {RECRAWL_KEY})
+    if unknown:
+        raise DomainConfigError(f"domain {name!r}: unknown field(s) {', '.join(unknown)} "
+                                "(allowed: window, hits, scale, moderated, recrawl)")
+    if RECRAWL_KEY not in entry:
+        return entry, None
+    throttle = {key: value for key, value in entry.items() if key != RECRAWL_KEY}
+    return (throttle or None), entry[RECRAWL_KEY]
+
+
+def domain_recrawl(name: str, recrawl: Any) -> dict[str, Any]:
+    """One domain's re-crawl default validated as a crawl request's ``recrawl`` (docs/api.md),
+    defaults filled in; ``until`` may be past (see module docstring)."""
+    try:
+        return recrawl_api.validated(recrawl)
+    except ValueError as exc:
+        raise DomainConfigError(f"domain {name!r}: {exc}") from exc
 
 
 def domain_throttle(name: str, entry: Any) -> DomainThrottle:

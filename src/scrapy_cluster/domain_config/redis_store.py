@@ -49,12 +49,7 @@ class RedisDomainConfigStore:
                    normalize=normalize or frontier_domain())
 
     def read(self) -> VersionedDocument:
-        version, text = self.redis.hmget(keys.domain_config_document(), ["version", "yaml"])
-        if version is None:
-            return VersionedDocument(DomainDocument(), 0)
-        yaml_text = as_text(text or "")
-        document = DomainDocument.from_yaml(yaml_text, self.normalize)
-        return VersionedDocument(document, int(version))
+        return read_document(self.redis, self.normalize)
 
     def write(self, document: DomainDocument, *, expected_version: int) -> int:
         return self._store(document, REDIS_SOURCE,
@@ -124,6 +119,26 @@ class RedisDomainConfigStore:
 
     def close(self) -> None:
         return None
+
+
+def read_document(redis_client: redis.Redis, normalize: Normalize) -> VersionedDocument:
+    """The document stored in Redis (with the ZooKeeper backend, the copy ``config sync``
+    mirrored: what the crawlers obey). Round trips: 1."""
+    version, text = redis_client.hmget(keys.domain_config_document(), ["version", "yaml"])
+    if version is None:
+        return VersionedDocument(DomainDocument(), 0)
+    document = DomainDocument.from_yaml(as_text(text or ""), normalize)
+    return VersionedDocument(document, int(version))
+
+
+def read_document_if_changed(redis_client: redis.Redis, normalize: Normalize,
+                             known_version: int) -> VersionedDocument | None:
+    """``read_document``, or None while the stored version is still ``known_version`` (its
+    YAML then is neither fetched nor parsed). Round trips: 1, plus 1 when it changed."""
+    version = redis_client.hget(keys.domain_config_document(), "version")
+    if int(version or 0) == known_version:
+        return None
+    return read_document(redis_client, normalize)
 
 
 class RedisWatch:

@@ -26,9 +26,12 @@ def plugin_classes(settings: Mapping[str, Any]) -> list[type[BaseHandler]]:
 
 def build_validator(classes: list[type[BaseHandler]],
                     settings: Mapping[str, Any]) -> RequestValidator:
-    """Compile every class's schema once, in rank order."""
+    """Compile every class's schema once, in rank order, with the checks of the classes that
+    have their own ``check_request``."""
     return RequestValidator.from_definitions(
-        [(cls.__name__, cls.load_schema(settings)) for cls in classes])
+        [(cls.__name__, cls.load_schema(settings)) for cls in classes],
+        {cls.__name__: cls.check_request for cls in classes
+         if cls.check_request.__func__ is not BaseHandler.check_request.__func__})  # type: ignore[attr-defined]
 
 
 def build_plugins(classes: list[type[BaseHandler]], settings: Mapping[str, Any], *,

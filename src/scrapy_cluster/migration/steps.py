@@ -65,7 +65,8 @@ def import_timeouts(source: redis.Redis, target: redis.Redis, names: list[str],
 def merge_documents(ours: DomainDocument, theirs: DomainDocument,
                     summary: Summary) -> DomainDocument:
     """``ours`` plus the original's throttles and blacklist; a domain both configure keeps
-    ours (reported in ``summary.domain_conflicts``)."""
+    ours (reported in ``summary.domain_conflicts``). Our re-crawl defaults are kept (the
+    original had none)."""
     throttles = dict(ours.throttles)
     for domain, throttle in sorted(theirs.throttles.items()):
         if domain not in throttles:
@@ -75,7 +76,7 @@ def merge_documents(ours: DomainDocument, theirs: DomainDocument,
             summary.domain_conflicts.append(f"throttle of {domain} (the original's differs)")
     added = theirs.blacklist - ours.blacklist
     summary.domain_blacklisted += len(added)
-    return DomainDocument(throttles, ours.blacklist | added)
+    return DomainDocument(throttles, ours.blacklist | added, ours.recrawls)
 
 
 def import_domain_config(store: DomainConfigStore, theirs: DomainDocument, summary: Summary,

@@ -51,6 +51,7 @@ class BaseHandler:
     schema's defaults filled in. Plugins get ``self.logger`` (the monitor's
     logger), ``self.redis`` (a synchronous client) and ``self.frontier``.
     ``setup(settings)`` may raise ``NotConfigured`` to switch the plugin off.
+    ``check_request(message)`` may refuse what the schema cannot express.
 
     A request may be handed over more than once (the bus delivers at least once,
     and a batch is retried after a Redis outage), so ``handle`` should be
@@ -104,6 +105,13 @@ class BaseHandler:
         if not isinstance(loaded, dict):
             raise PluginError(f"schema {path} of {cls.__qualname__} is not a JSON object")
         return loaded
+
+    @classmethod
+    def check_request(cls, message: dict[str, Any]) -> str | None:
+        """What a JSON Schema cannot say: a reason to refuse a request the schema accepted
+        (defaults filled in), or None. Runs wherever requests are validated (the Kafka Monitor,
+        the Rest service, ``feed``), so it must do no I/O. The default accepts everything."""
+        return None
 
     def setup(self, settings: Mapping[str, Any]) -> None:
         """Read settings and prepare connections; raise ``NotConfigured`` to be skipped."""

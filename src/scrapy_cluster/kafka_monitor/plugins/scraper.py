@@ -1,4 +1,5 @@
-"""``ScraperHandler``: crawl requests go onto the frontier; expiring crawls get a timeout job."""
+"""``ScraperHandler``: crawl requests go onto the frontier; expiring crawls get a timeout job;
+a request without ``recrawl`` gets its seed domain's re-crawl default (``recrawl_defaults``)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from scrapy_cluster.api import recrawl as recrawl_api
 from scrapy_cluster.errors import NotConfigured
 from scrapy_cluster.kafka_monitor.jobs import JobWriter
 from scrapy_cluster.kafka_monitor.plugins.base import CrawlFrontier, Failures, PipelinedHandler
+from scrapy_cluster.kafka_monitor.recrawl_defaults import RecrawlDefaults
 from scrapy_cluster.log import request_fields
 
 
@@ -27,6 +30,13 @@ class ScraperHandler(PipelinedHandler):
             raise NotConfigured("ScraperHandler needs the frontier")
         self.crawl_frontier: CrawlFrontier = self.frontier
         self.jobs = JobWriter.from_settings(settings)
+        self.recrawl_defaults = RecrawlDefaults.from_redis(self.redis, logger=self.logger)
+
+    @classmethod
+    def check_request(cls, message: dict[str, Any]) -> str | None:
+        """``recrawl``: ``adaptive.min`` not above ``max``, ``until`` not past (no I/O)."""
+        recrawl = message.get(recrawl_api.FIELD)
+        return None if recrawl is None else recrawl_api.problem(recrawl)
 
     @classmethod
     def load_schema(cls, settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -38,9 +48,11 @@ class ScraperHandler(PipelinedHandler):
     def handle_batch(self, messages: Sequence[dict[str, Any]], pipe: Any) -> Failures:
         """Enqueue every request in one frontier call; queue timeouts on ``pipe``.
 
-        Round trips: 1 (``enqueue_many``) plus 0 (timeouts ride on ``pipe``).
+        Round trips: 1 (``enqueue_many``) plus 0 (timeouts ride on ``pipe``), plus at most one
+        or two every few seconds for the re-crawl defaults (``RecrawlDefaults.apply``).
         """
         requests = [{**message, "curdepth": message.get("curdepth", 0)} for message in messages]
+        given = self.recrawl_defaults.apply(requests)
         result = self.crawl_frontier.enqueue_many(requests, dedupe=True)
         failures: Failures = {index: f"frontier refused the request: {reason}"
                               for index, reason in result.invalid}
@@ -51,5 +63,5 @@ class ScraperHandler(PipelinedHandler):
         self.logger.info("Added crawl to Redis", extra={
             "plugin": self.name, "requests": len(requests), "queued": result.queued,
             "duplicates": result.duplicates, "blacklisted": result.blacklisted,
-            "invalid": len(failures), **request_fields(requests)})
+            "invalid": len(failures), "recrawl_defaults": given, **request_fields(requests)})
         return failures

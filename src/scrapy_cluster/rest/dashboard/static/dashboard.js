@@ -308,20 +308,20 @@ async function domainAction(action, fields) {
     message(`${action} ${fields.domain}: ${answer && answer.result ? answer.result : "done"}`);
   } catch (error) { message(`${action} ${fields.domain}: ${error.message}`, true); }
 }
-function crawlRequest(form) {
+function crawlRequest(form) {  // buildCrawlRequest: crawl_form.js
   const raw = form.raw.value.trim();
   if (raw) return JSON.parse(raw);
-  const request = { url: form.url.value.trim(), appid: form.appid.value.trim(),
-    crawlid: form.crawlid.value.trim() || newUuid(), spiderid: form.spiderid.value.trim() || "link",
-    maxdepth: Number(form.maxdepth.value || 0), priority: Number(form.priority.value || 1) };
-  if (form.expires_in.value) request.expires = Math.floor(Date.now() / 1000) + Number(form.expires_in.value);
-  return request;
+  const values = {};
+  for (const input of form.elements) {
+    if (input.name) values[input.name] = input.type === "checkbox" ? input.checked : input.value;
+  }
+  return buildCrawlRequest(values, Date.now() / 1000, newUuid);
 }
 function wireForms() {
   $("#crawl-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     let request;
-    try { request = crawlRequest(event.target); } catch (error) { message(`raw JSON: ${error.message}`, true); return; }
+    try { request = crawlRequest(event.target); } catch (error) { message(`crawl not sent: ${error.message}`, true); return; }
     try {
       await feed(request);
       message(`crawl ${request.crawlid} submitted`);
