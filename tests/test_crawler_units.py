@@ -391,3 +391,113 @@ def test_an_empty_lookup_url_makes_no_lookup_and_keeps_the_fixed_ip() -> None:
     refresher.start()
     assert refresher.refresh_once() == "198.51.100.4"
     assert refresher._thread is None
+
+
+# --- re-crawls in the Scrapy engine -----------------------------------------------------------
+
+RECRAWL_SEED = {"url": "http://a.test/p.html", "appid": "app", "crawlid": "c1",
+                "spiderid": "link", "curdepth": 0, "priority": 1, "recrawl": {"interval": 60}}
+
+
+_SPIDERS: list[Any] = []
+
+
+def _recrawl_spider() -> Any:
+    """One ``link`` spider for these tests (a request names its callbacks on one instance)."""
+    from scrapy_cluster.crawler.spiders.link import LinkSpider
+    if not _SPIDERS:
+        _SPIDERS.append(LinkSpider())
+    return _SPIDERS[0]
+
+
+def _popped(state: str | None, **fields: Any) -> Any:
+    """A request as the scheduler hands it to Scrapy: rebuilt, then its re-crawl prepared."""
+    from scrapy_cluster.crawler import scheduler as scheduler_module
+    from scrapy_cluster.frontier.model import LeasedRequest
+    stored = {**RECRAWL_SEED, **fields}
+    leased = LeasedRequest(request=stored, lease_id="l1", domain="a.test", dispatched_at_ms=0,
+                           revisit=state)
+    request = request_from_dict(stored, _recrawl_spider(), lease_id="l1")
+    scheduler_module._conditional(request, leased)
+    return request
+
+
+def _judged(request: Request, status: int, body: bytes = b"",
+            headers: dict[str, str] | None = None) -> Response:
+    from types import SimpleNamespace
+
+    from scrapy_cluster.crawler.middlewares import RecrawlMiddleware
+    response = HtmlResponse(request.url, status=status, body=body, headers=headers or {},
+                            request=request)
+    no_engine: Any = SimpleNamespace(engine=None)  # Scrapy's crawler before its engine starts
+    return RecrawlMiddleware(no_engine).process_response(request, response)
+
+
+def _state(body: bytes, etag: str | None = '"v1"') -> str:
+    from scrapy_cluster.crawler.common.revisit import RevisitState, digest
+    return RevisitState(60, 2, digest(body), 1445412480, etag).encode()
+
+
+def test_a_refetch_sends_the_validators_and_lets_a_304_through() -> None:
+    request = _popped(_state(b"old"), headers={"If-Modified-Since": ["own"]})
+    assert (request.headers["If-None-Match"], request.headers["If-Modified-Since"],
+            request.meta["handle_httpstatus_list"]) == (b'"v1"', b"own", [304])
+    assert b"If-None-Match" not in _popped(None).headers
+
+
+def test_a_304_gives_the_small_item_and_reads_no_link() -> None:
+    request = _popped(_state(b"old"))
+    response = _judged(request, 304)
+    (item,) = list(_recrawl_spider().parse(response))
+    assert (item["status_code"], item["not_modified"], item["recrawl_fetch"], item["links"],
+            "body" in item, item["crawlid"]) == (304, True, 3, [], False, "c1")
+
+
+def test_an_unchanged_200_gives_no_item_when_the_policy_says_none() -> None:
+    body = b'<html><a href="/q.html">q</a></html>'
+    request = _popped(_state(body), recrawl={"interval": 60, "not_modified": "none"})
+    assert list(_recrawl_spider().parse(_judged(request, 200, body))) == []
+
+
+def test_a_changed_page_item_carries_its_fetch_number() -> None:
+    request = _popped(_state(b"old"))
+    response = _judged(request, 200, b"<html>new</html>", {"ETag": '"v2"'})
+    item = _recrawl_spider().page_item(response, [])
+    assert (item["recrawl_fetch"], "not_modified" in item, item["body"]) == \
+        (3, False, "<html>new</html>")
+    assert response.meta[meta.VERDICT_META_KEY].state.etag == '"v2"'
+
+
+def test_a_redirect_target_of_a_refetch_loses_the_validators_and_the_304_pass() -> None:
+    from scrapy_cluster.crawler import scheduler as scheduler_module
+    request = _popped(_state(b"old"))
+    data = request_to_dict(request.replace(url="http://a.test/moved"), _recrawl_spider())
+    scheduler_module._forget_refetch(data, request.meta[meta.RECRAWL_META_KEY])
+    assert ("headers" in data and "If-None-Match" in data["headers"], "meta" in data,
+            data["recrawl"]) == (False, False, {"interval": 60})
+
+
+@pytest.mark.integration
+def test_the_scheduler_acks_a_judged_lease_with_its_revisit(
+        redis_client: Any, redis_url: str) -> None:
+    from types import SimpleNamespace
+
+    from scrapy_cluster.crawler.middlewares import RecrawlMiddleware
+    from scrapy_cluster.crawler.scheduler import DistributedScheduler, SchedulerPolicy
+    from scrapy_cluster.frontier import DispatchView, Frontier
+    from scrapy_cluster.settings import load_settings
+    settings = load_settings("crawler", environ={}, overrides={"QUEUE_WINDOW": 0})
+    frontier = Frontier.from_settings(settings, redis_client)
+    scheduler = DistributedScheduler(frontier, _refresher([]), SchedulerPolicy(
+        buffer_size=1, ack_flush_s=1.0, ip_enabled=False), view_type=DispatchView)
+    scheduler.spider = _recrawl_spider()
+    frontier.enqueue_many([RECRAWL_SEED], dedupe=True)
+    request = scheduler.next_request()
+    assert request is not None and meta.RECRAWL_META_KEY in request.meta
+    crawler: Any = SimpleNamespace(engine=SimpleNamespace(scheduler=scheduler))
+    RecrawlMiddleware(crawler).process_response(
+        request, HtmlResponse(request.url, status=200, body=b"x", request=request))
+    scheduler.outputs_done(request)
+    assert scheduler.leases.flush() == 1
+    info = frontier.crawl_info("link", "app", "c1")
+    assert (info.scheduled, info.in_flight) == (1, 0)

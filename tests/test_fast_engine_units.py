@@ -8,6 +8,7 @@ a real redis-server (the real ``AsyncFrontier``); only the HTTP client is replac
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -21,6 +22,7 @@ from scrapy_cluster import keys
 from scrapy_cluster.crawler import response_items
 from scrapy_cluster.crawler.common import items
 from scrapy_cluster.crawler.common.address_guard import AddressGuard
+from scrapy_cluster.crawler.common.revisit import RevisitState, digest
 from scrapy_cluster.crawler.fast.app import build_politeness, ssrf_check
 from scrapy_cluster.crawler.fast.domain_hooks import Politeness
 from scrapy_cluster.crawler.fast.engine import EngineParts, EnginePolicy, FastEngine
@@ -37,6 +39,7 @@ from scrapy_cluster.crawler.fast.requests import build_request, header_dict, las
 from scrapy_cluster.crawler.fast.robots import RobotsCache
 from scrapy_cluster.crawler.page_links import page_links
 from scrapy_cluster.frontier import AsyncFrontier
+from scrapy_cluster.frontier.model import LeasedRequest
 from scrapy_cluster.settings import load_settings
 from scrapy_cluster.sitegen.site import SiteConfig, SiteServer
 from tests.support.fast_engine import CRAWL, POLICY, VIEW, Rig, scrapy_request
@@ -519,3 +522,144 @@ def test_a_downloaded_page_frees_its_slot_and_at_most_four_times_the_slots_are_i
     # 2 slots downloading, then 6 more pages past their download (PAGES_IN_HAND_PER_SLOT 4)
     assert len(while_shut) == 8
     assert delivered == sorted([*pages, "http://a.org/next.html"])
+
+
+# --- re-crawls: conditional GET, 304, unchanged pages, the revisit acked -------------------
+
+RECRAWL = {"interval": 60}
+LAST_MODIFIED = "Wed, 21 Oct 2015 07:28:00 GMT"
+
+
+class RecordingFetcher:
+    """``SiteFetcher`` that also keeps every request sent (to read its headers)."""
+
+    def __init__(self, answers: Mapping[str, FetchResponse | FetchError]) -> None:
+        self.answers = answers
+        self.sent: list[FetchRequest] = []
+
+    async def fetch(self, request: FetchRequest, *, timeout_s: float,
+                    max_bytes: int) -> FetchResponse:
+        self.sent.append(request)
+        answer = self.answers[request.url]
+        if isinstance(answer, FetchError):
+            raise answer
+        return answer
+
+    async def close(self) -> None:
+        return None
+
+
+def recrawl_state(body: bytes, *, fetches: int = 1, etag: str | None = None) -> str:
+    return RevisitState(60, fetches, digest(body), 1445412480, etag).encode()
+
+
+async def refetch(rig: Rig, url: str, state: str | None, **fields: Any) -> Any:
+    """Seed ``url`` with a re-crawl policy, pop it as if its previous fetch left ``state``,
+    process it: the flush plan (not sent) and the requests it queued."""
+    await rig.seed(url, **{"recrawl": RECRAWL, **fields})
+    (leased,) = await rig.pop(1)
+    await rig.processor.process(dataclasses.replace(leased, revisit=state))
+    plan = rig.leases.plan_flush()
+    return plan, leased.lease_id, await rig.pop()
+
+
+def run_refetch(redis_url: str, answer: FetchResponse | FetchError, state: str | None,
+                **fields: Any) -> tuple[Any, str, list[LeasedRequest], list[Any], list[Any]]:
+    fetcher = RecordingFetcher({answer.url if isinstance(answer, FetchResponse)
+                                else "http://a.org/p.html": answer})
+
+    async def scenario(rig: Rig) -> Any:
+        plan, lease_id, queued = await refetch(rig, "http://a.org/p.html", state, **fields)
+        return plan, lease_id, queued, rig.items
+
+    plan, lease_id, queued, sent_items = run_rig(redis_url, {}, scenario, fetcher=fetcher)
+    return plan, lease_id, queued, sent_items, fetcher.sent
+
+
+@pytest.mark.integration
+def test_a_refetch_sends_the_validators_and_a_304_gives_the_small_item_and_no_links(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    seed = "http://a.org/p.html"
+    state = recrawl_state(b"old", fetches=3, etag='"v1"')
+    plan, lease_id, queued, sent_items, sent = run_refetch(
+        redis_url, FetchResponse(seed, 304, (("ETag", '"v1"'),)), state)
+    headers = header_dict(sent[0].headers)
+    assert (headers["If-None-Match"], headers["If-Modified-Since"]) == (['"v1"'], [LAST_MODIFIED])
+    (item,) = sent_items
+    assert (item["status_code"], item["not_modified"], item["recrawl_fetch"], item["links"],
+            "body" in item) == (304, True, 4, [], False)
+    assert queued == []
+    assert plan.ack == [lease_id] and plan.revisits[lease_id].delay_ms == 60_000
+
+
+@pytest.mark.integration
+def test_an_unchanged_200_extracts_no_link_and_none_gives_no_item(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    seed = "http://a.org/p.html"
+    page = html(seed, "/q.html")
+    plan, lease_id, queued, sent_items, _ = run_refetch(
+        redis_url, page, recrawl_state(page.body),
+        recrawl={**RECRAWL, "not_modified": "none"})
+    assert (sent_items, queued, list(plan.revisits)) == ([], [], [lease_id])
+
+
+@pytest.mark.integration
+def test_a_changed_page_gives_its_item_and_links_that_inherit_the_policy(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    seed = "http://a.org/p.html"
+    plan, lease_id, queued, sent_items, sent = run_refetch(
+        redis_url, html(seed, "/q.html"), recrawl_state(b"before", fetches=1))
+    (item,) = sent_items
+    assert (item["recrawl_fetch"], "not_modified" in item, item["links"][0]["url"]) == \
+        (2, False, "http://a.org/q.html")
+    assert [(q.request["url"], q.request["recrawl"]) for q in queued] == \
+        [("http://a.org/q.html", RECRAWL)]
+    assert "If-None-Match" not in header_dict(sent[0].headers)
+    assert lease_id in plan.revisits
+
+
+@pytest.mark.integration
+def test_a_link_of_a_seeds_only_policy_carries_no_recrawl(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    seed = "http://a.org/p.html"
+    _, lease_id, queued, _, _ = run_refetch(
+        redis_url, html(seed, "/q.html"), None, recrawl={**RECRAWL, "links": False})
+    assert [("recrawl" in q.request) for q in queued] == [False]
+
+
+@pytest.mark.integration
+def test_a_seeds_only_policy_schedules_no_page_below_the_seed(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    seed = "http://a.org/p.html"
+    plan, _, _, sent_items, _ = run_refetch(redis_url, html(seed), None, curdepth=1,
+                                            recrawl={**RECRAWL, "links": False})
+    assert (plan.revisits, sent_items[0]["recrawl_fetch"]) == ({}, 1)
+
+
+@pytest.mark.integration
+def test_a_download_failed_for_good_stays_scheduled_and_a_retry_carries_the_state(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    refused = FetchError("refused", error_type="DownloadConnectionRefusedError")
+    state = recrawl_state(b"old", etag='"v1"')
+    plan, lease_id, queued, _, _ = run_refetch(redis_url, refused, state)
+    (retry,) = queued  # RETRY_TIMES is 2: first a retry, carrying the state
+    assert (retry.request["recrawl_state"], plan.revisits) == (state, {})
+
+    plan, lease_id, _, sent_items, _ = run_refetch(redis_url, refused, state, retry_times=2,
+                                                   crawlid="c2")
+    assert sent_items[0]["error"]["type"] == "DownloadConnectionRefusedError"
+    assert plan.revisits[lease_id].delay_ms == 60_000
+
+
+@pytest.mark.integration
+def test_the_ack_hands_the_revisit_to_the_frontiers_schedule(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    seed = "http://a.org/p.html"
+
+    async def scenario(rig: Rig) -> Any:
+        await rig.seed(seed, recrawl=RECRAWL)
+        await rig.crawl_one()
+        info = await rig.frontier.crawl_info("link", "app", "c1")
+        return info.scheduled, info.in_flight, [i["recrawl_fetch"] for i in rig.items]
+
+    assert run_rig(redis_url, {seed: html(seed)}, scenario) == (1, 0, [1])

@@ -75,11 +75,11 @@ def test_active_crawls_carry_app_pending_expiry_and_funnel(scene: Scene) -> None
     funnels = [row.pop("funnel") for row in snapshot.crawls]
     assert snapshot.crawls == [
         {"spiderid": "link", "appid": "app-one", "crawlid": "c1", "pending": 2, "in_flight": 1,
-         "domains": 1, "expires_s": 2_000_000_000},
+         "domains": 1, "expires_s": 2_000_000_000, "scheduled": 0, "oldest_overdue_s": None, "not_modified_share": None},
         {"spiderid": "link", "appid": "app-two", "crawlid": "c2", "pending": 1, "in_flight": 1,
-         "domains": 1, "expires_s": None},
+         "domains": 1, "expires_s": None, "scheduled": 0, "oldest_overdue_s": None, "not_modified_share": None},
         {"spiderid": "link", "appid": "app-three", "crawlid": "c3", "pending": 1,
-         "in_flight": 0, "domains": 1, "expires_s": None},
+         "in_flight": 0, "domains": 1, "expires_s": None, "scheduled": 0, "oldest_overdue_s": None, "not_modified_share": None},
     ]
     assert funnels == [tables.funnel(scene.client.hgetall(keys.crawl_funnel("link", crawlid)))
                        for crawlid in ("c1", "c2", "c3")]
@@ -137,7 +137,8 @@ def test_summary_and_configuration(scene: Scene) -> None:
     assert overview["summary"] == {"backlog": 4, "in_flight": 2, "domains": 4, "crawls": 3,
                                    "nodes_alive": 2, "nodes_offline": 1, "nodes_stopped": 0,
                                    "rate_rps": round(6 / 60, 4), "paused": 0, "halted": 1,
-                                   "refused": {}, "filtered": {}, "unserved": {}}
+                                   "refused": {}, "filtered": {}, "unserved": {},
+                                   "scheduled": 0, "overdue_crawls": 0, "oldest_overdue_s": 0.0}
     config = overview["config"]
     assert config["throttles"] == [{"domain": "c.test", "window": 1.0, "hits": 100,
                                     "scale": 1.0}]
@@ -155,7 +156,8 @@ def test_the_funnel_of_one_crawl_groups_reasons_and_statuses(scene: Scene) -> No
     assert builder.funnel("link", "c1") == {
         "spiderid": "link", "crawlid": "c1", "pending": 2, "in_flight": 1, "domains": 1,
         "funnel": {"submitted": 1, "queued": 3, "filtered": {"offsite": 2, "robots": 1},
-                   "fetched": {"200": 1, "404": 2}, "delivered": 1}}
+                   "fetched": {"200": 1, "404": 2}, "delivered": 1},
+        "scheduled": 0, "not_modified_share": 0.0}
 
 
 class CountingConnection(redis.Connection):
@@ -319,7 +321,7 @@ def test_events_push_the_overview(rest: str) -> None:
         event = first_event(client, rest + "/ui/events")
     assert event["name"] == "snapshot"
     assert set(event) == {"name", "summary", "nodes", "throughput", "errors", "config",
-                          "spiders", "generated_at_ms", "refresh_s"}
+                          "spiders", "generated_at_ms", "refresh_s", "recrawl"}
     assert event["refresh_s"] == 0.5
 
 

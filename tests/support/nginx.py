@@ -56,7 +56,12 @@ class StaticSite(Protocol):
 
 
 class NginxSite:
-    """nginx serving ``site`` as static files (see module docstring)."""
+    """nginx serving ``site`` as static files (see module docstring). With ``access_log``,
+    each request is logged in ``log_format`` (a subclass may log more fields, and parse them),
+    buffered as ``log_buffer`` says."""
+
+    log_format = "'$msec $request_time $server_addr $request_uri'"
+    log_buffer = " buffer=256k flush=1s"
 
     def __init__(self, site: GeneratedSite | StaticSite, workdir: Path, *, binary: str, status_port: int,
                  workers: int = 1, access_log: Path | None = None) -> None:
@@ -90,8 +95,8 @@ class NginxSite:
     def _access_log_text(self) -> str:
         if self.access_log is None:
             return "  access_log off;\n"
-        return ("  log_format arrivals '$msec $request_time $server_addr $request_uri';\n"
-                f"  access_log {self.access_log} arrivals buffer=256k flush=1s;\n")
+        return (f"  log_format arrivals {self.log_format};\n"
+                f"  access_log {self.access_log} arrivals{self.log_buffer};\n")
 
     def arrivals(self) -> dict[str, list[float]]:
         """With ``access_log``: arrival times (epoch s, ms precision) of every request per

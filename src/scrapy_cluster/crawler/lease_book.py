@@ -12,11 +12,13 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from scrapy_cluster.crawler.common.lease_state import FunnelSource, LeaseState
+from scrapy_cluster.frontier.model import Revisit
 
 
 class LeaseFrontier(Protocol):
     def ack(self, lease_ids: list[str], *,
-            funnel: Mapping[tuple[str, str], Mapping[str, int]] | None = None) -> int: ...
+            funnel: Mapping[tuple[str, str], Mapping[str, int]] | None = None,
+            revisits: Mapping[str, Revisit] | None = None) -> int: ...
 
     def release(self, lease_ids: list[str], *, priority_delta: int = 0) -> int: ...
 
@@ -86,6 +88,8 @@ class LeaseBook(LeaseState):
             return 0
         counts = self.take_counts()
         try:
+            if plan.revisits:  # re-crawled URLs: queued again when due, by the same call
+                return self._frontier.ack(plan.ack, funnel=counts, revisits=plan.revisits)
             return self._frontier.ack(plan.ack, funnel=counts)
         except Exception as exc:  # noqa: BLE001 - Redis down: the reaper returns them later
             self.ack_failed(plan, counts, exc)

@@ -3,7 +3,8 @@
 Spider middlewares: ``MetaPassthroughMiddleware`` (children inherit the crawl-API fields) and
 ``LeaseFinishMiddleware`` (a page's lease is finished once its outputs are handled).
 Downloader middlewares: ``FrontierRetryMiddleware`` (retries go back to the frontier),
-``CrawlCookiesMiddleware`` (per-request cookies, no shared jar) and
+``CrawlCookiesMiddleware`` (per-request cookies, no shared jar), ``RecrawlMiddleware`` (the
+verdict on a re-crawled URL's response, see ``common/revisit.py``) and
 ``ResponseStatsMiddleware`` (status counts, see ``stats.py``; URL funnel, see ``funnel.py``;
 download telemetry, see ``telemetry.py``; a 429/503 ``Retry-After`` pauses the domain
 cluster-wide, see ``retry_after.py``).
@@ -180,6 +181,36 @@ class FrontierRetryMiddleware:
                           spider: Spider | None = None) -> None:
         if isinstance(exception, self.exceptions) and self._requeue(request):
             raise RequeuedForRetry(f"{type(exception).__name__}: retry queued") from exception
+
+
+class RecrawlMiddleware:
+    """Judges the response of a re-crawled URL (a request carrying a ``revisit.Refetch``): the
+    ``Verdict`` goes to ``response.meta`` for the spider (``ClusterSpider.not_modified_output``)
+    and its ``Revisit`` to the lease book. Its order (540) puts it just past
+    ``FrontierRetryMiddleware`` (550) on the way to the spider, so a response retried or
+    redirected is not judged. Other requests cost one ``meta`` lookup. No I/O."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RecrawlMiddleware:
+        return cls(crawler)
+
+    def process_response(self, request: Request, response: Response,
+                         spider: Spider | None = None) -> Response:
+        refetch = request.meta.get(crawl_meta.RECRAWL_META_KEY)
+        if refetch is None:
+            return response
+        headers = {_text(name): _text(response.headers[name]) for name in response.headers
+                   if name.lower() in (b"etag", b"last-modified")}
+        verdict = refetch.judge(depth=request.meta.get("curdepth"), status=response.status,
+                                headers=headers, body=response.body, now_s=time.time())
+        request.meta[crawl_meta.VERDICT_META_KEY] = verdict
+        scheduler = cluster_scheduler(self.crawler)
+        if scheduler is not None:
+            scheduler.schedule_revisit(request, verdict.revisit)
+        return response
 
 
 class CrawlCookiesMiddleware:

@@ -10,6 +10,7 @@ from scrapy.exceptions import DownloadCancelledError, DownloadTimeoutError, Igno
 from scrapy.http import Request, Response, TextResponse
 from scrapy.link import Link
 
+from scrapy_cluster.crawler.common import revisit as recrawl
 from scrapy_cluster.crawler.common.items import (
     MAX_REDIRECTS_MESSAGE,
     failed_item,
@@ -30,6 +31,19 @@ def response_item(response: Response, links: Sequence[Link], *, now_s: float,
                      encoding=response.encoding if isinstance(response, TextResponse) else None,
                      links=links, meta=request.meta, now_s=now_s, base64_body=base64_body,
                      links_dropped=links_dropped)
+
+
+def not_modified_item(response: Response, verdict: recrawl.Verdict, *,
+                      now_s: float) -> dict[str, Any]:
+    """The small item of a re-crawled page that did not change (a 304 or the same body): the
+    page item without body and links, ``not_modified: true`` and ``recrawl_fetch``."""
+    request = response.request
+    assert request is not None
+    return recrawl.not_modified_item(page_item(
+        url=request.url, response_url=response.url, status=response.status,
+        response_headers=headers_to_dict(response.headers),
+        request_headers=headers_to_dict(request.headers), body=b"", encoding=None, links=(),
+        meta=request.meta, now_s=now_s, base64_body=False), verdict)
 
 
 def failure_reason(error: BaseException) -> str:

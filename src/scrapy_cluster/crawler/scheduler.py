@@ -14,6 +14,11 @@ of at Scrapy's 5 s heartbeat. Leases are acknowledged in
 batches (see ``lease_book.py``). The spider never closes when idle. On close (SIGTERM/SIGINT:
 Scrapy first lets in-flight requests finish) finished leases are acknowledged and everything
 still buffered is released back to the queues: nothing is lost.
+
+A popped request with a ``recrawl`` policy (``common/revisit.py``) gets the conditional
+headers of its previous fetch and lets a 304 through to its callback
+(``handle_httpstatus_list``); ``RecrawlMiddleware`` judges its response and
+``schedule_revisit`` hands the verdict's ``Revisit`` to the lease book, acknowledged with it.
 """
 
 from __future__ import annotations
@@ -33,12 +38,14 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.asyncio import call_later
 from twisted.internet import task
 
+from scrapy_cluster.crawler.common import revisit as recrawl
 from scrapy_cluster.crawler.common.funnel import FunnelCounter
 from scrapy_cluster.crawler.common.late_sends import LateSendBook, take_fresh_slot
 from scrapy_cluster.crawler.common.meta import (
     ENQUEUED_META_KEY,
     LEASE_META_KEY,
     PARENT_LEASE_META_KEY,
+    RECRAWL_META_KEY,
 )
 from scrapy_cluster.crawler.common.public_ip import PublicIpRefresher
 from scrapy_cluster.crawler.common.resolution import cluster_settings
@@ -47,7 +54,7 @@ from scrapy_cluster.crawler.lease_book import LeaseBook
 from scrapy_cluster.crawler.serialization import request_from_dict, request_to_dict
 from scrapy_cluster.errors import RequestSerializationError
 from scrapy_cluster.frontier import DispatchView, Frontier
-from scrapy_cluster.frontier.model import EnqueueResult
+from scrapy_cluster.frontier.model import EnqueueResult, Revisit
 from scrapy_cluster.outage import OutageLog, is_redis_outage
 from scrapy_cluster.redis_conn import RedisConfig
 
@@ -177,6 +184,9 @@ class DistributedScheduler(BaseScheduler):
                 self.give_back(parent, exc, url=request.url)
                 return True  # not dropped: it comes again with its page
         data["redirect_times"] = int(request.meta["redirect_times"])
+        refetch = request.meta.get(RECRAWL_META_KEY)
+        if refetch is not None:
+            _forget_refetch(data, refetch)
         queued = self.enqueue_dicts([data], dedupe=False).queued == 1
         self.finish(request)  # the request it replaces is done: its target is queued
         return queued
@@ -228,6 +238,8 @@ class DistributedScheduler(BaseScheduler):
             return None
         if enqueued_at_s is not None:
             request.meta[ENQUEUED_META_KEY] = enqueued_at_s
+        if recrawl.RECRAWL_FIELD in leased.request:
+            _conditional(request, leased)
         return request
 
     def _view(self) -> Any:
@@ -356,6 +368,9 @@ class DistributedScheduler(BaseScheduler):
         retry = {**stored, "retry_times": int(stored.get("retry_times") or 0) + 1,
                  "priority": int(stored.get("priority") or 0) + priority_adjust,
                  "dont_filter": True}
+        refetch = request.meta.get(RECRAWL_META_KEY)
+        if refetch is not None:
+            retry.update(refetch.retry_fields())
         try:
             self.enqueue_dicts([retry], dedupe=False, funnel=False)  # counted as retried
         except Exception as exc:  # noqa: BLE001 - Redis down: the lease reaper retries it later
@@ -363,6 +378,11 @@ class DistributedScheduler(BaseScheduler):
             return False
         self.finish(request)
         return True
+
+    def schedule_revisit(self, request: Request, revisit: Revisit | None) -> None:
+        """Acknowledge the lease of ``request`` with ``revisit`` (a re-crawled URL's next fetch;
+        None: its schedule ends). No I/O."""
+        self.leases.schedule(request.meta.get(LEASE_META_KEY), revisit)
 
     def _reap(self) -> None:
         """Return expired leases of dead crawlers to their queues: ONE round trip per interval."""
@@ -375,6 +395,40 @@ class DistributedScheduler(BaseScheduler):
 
     def _keep_alive(self, spider: Spider) -> None:
         raise DontCloseSpider("cluster crawlers wait for new crawls")
+
+
+def _conditional(request: Request, leased: Any) -> None:
+    """A popped request of a re-crawled URL: the conditional headers of its previous fetch
+    (those it does not send itself), a 304 let through to the callback, its ``Refetch`` in
+    ``meta``."""
+    refetch = recrawl.refetch_of(leased.request, leased.revisit,
+                                 (name.decode("latin-1") for name in request.headers))
+    if refetch is None:
+        return
+    for name, value in refetch.headers.items():
+        request.headers[name] = value
+    request.meta[RECRAWL_META_KEY] = refetch
+    statuses = list(request.meta.get("handle_httpstatus_list") or ())
+    if recrawl.NOT_MODIFIED not in statuses:
+        request.meta["handle_httpstatus_list"] = [*statuses, recrawl.NOT_MODIFIED]
+
+
+def _forget_refetch(data: dict[str, Any], refetch: recrawl.Refetch) -> None:
+    """A redirect of a re-crawled URL: its target starts its own schedule, without the
+    validators and the 304 pass the source request was given."""
+    headers = data.get("headers") or {}
+    for name in refetch.headers:
+        headers.pop(name, None)
+    meta = data.get("meta") or {}
+    statuses = [s for s in meta.get("handle_httpstatus_list") or () if s != recrawl.NOT_MODIFIED]
+    if statuses:
+        meta["handle_httpstatus_list"] = statuses
+    else:
+        meta.pop("handle_httpstatus_list", None)
+    if not meta:
+        data.pop("meta", None)
+    if not headers:
+        data.pop("headers", None)
 
 
 def _schedule_engine(crawler: Crawler) -> None:

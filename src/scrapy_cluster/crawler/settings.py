@@ -48,6 +48,7 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy_cluster.crawler.ssrf.SsrfGuardMiddleware": 50,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "scrapy_cluster.crawler.middlewares.FrontierRetryMiddleware": 550,
+    "scrapy_cluster.crawler.middlewares.RecrawlMiddleware": 540,
     "scrapy.downloadermiddlewares.cookies.CookiesMiddleware": None,
     "scrapy_cluster.crawler.middlewares.CrawlCookiesMiddleware": 700,
     "scrapy_cluster.crawler.middlewares.ResponseStatsMiddleware": 860,

@@ -10,10 +10,16 @@ Fields (in the record's extras, under ``monitoring``):
   (histogram of its last CRAWLER_STATUS_LAST_N statuses), ``rate_limit`` (hits / window
   seconds in force: its override or QUEUE_HITS / QUEUE_WINDOW), ``state``;
 - ``backlog`` (STATS_DUMP_QUEUE): ``total`` and per spider ``{total, domains}``;
+- ``recrawl`` (STATS_DUMP_QUEUE): the re-crawl backlog, ``scheduled`` (URLs waiting in
+  schedules), ``overdue_crawls`` and ``oldest_overdue_s`` (the age of the oldest URL due and
+  not yet queued again, 0 when none) over every spider, and ``spiders``: per spider with a
+  schedule ``{crawls, scheduled, overdue_crawls, oldest_overdue_s, complete}``
+  (``stats.recrawl``);
 - ``crawler`` (STATS_DUMP_CRAWL): the ``spider`` stats answer.
 
-Round trips: 2 (breaker snapshot) + 1 (throttle overrides) + 1 (backlog) + about 3 (crawler
-stats), once per STATS_DUMP.
+Round trips: 2 (breaker snapshot) + 1 (throttle overrides) + 1 (backlog) + 3 (re-crawl
+schedules, ``ClusterReader.recrawl``; fewer when none) + about 3 (crawler stats), once per
+STATS_DUMP.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from scrapy_cluster.frontier.config import DomainThrottle
 from scrapy_cluster.outage import is_redis_outage
 from scrapy_cluster.redis_monitor.breaker import CircuitBreaker
 from scrapy_cluster.stats.cluster import ClusterStats
+from scrapy_cluster.stats.reader import ClusterReader
+from scrapy_cluster.stats.recrawl import SpiderSchedules
 
 EVENT = "monitoring_update"
 
@@ -131,7 +139,19 @@ class MonitoringLine:
             event["backlog"] = {"total": sum(b.total for b in backlog.values()),
                                 **{spider: {"total": b.total, "domains": b.domains}
                                    for spider, b in backlog.items()}}
+            event["recrawl"] = recrawl_summary(ClusterReader(self.redis).recrawl())
         if self.policy.dump_crawl:
             event["crawler"] = self.cluster.spiders()
         return event
+
+
+def recrawl_summary(schedules: Mapping[str, SpiderSchedules]) -> dict[str, Any]:
+    """The event's ``recrawl`` field (module docstring)."""
+    rows = {spider: found.summary() for spider, found in sorted(schedules.items())
+            if found.crawls}
+    return {"scheduled": sum(row["scheduled"] for row in rows.values()),
+            "overdue_crawls": sum(row["overdue_crawls"] for row in rows.values()),
+            "oldest_overdue_s": max((row["oldest_overdue_s"] for row in rows.values()),
+                                    default=0.0),
+            "spiders": rows}
 

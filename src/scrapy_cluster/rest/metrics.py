@@ -7,8 +7,10 @@ Two sources, one private ``CollectorRegistry`` (docs/metrics.md lists every metr
   per component, the frontier's backlog (per spider, and per domain for the
   METRICS_TOP_DOMAINS largest of each spider), leased requests, paused and halted domains,
   the lifetime counters of the crawlers (responses by status, errors by exception), of the
-  Kafka Monitor and of the Redis Monitor, and the ``enqueue_to_fetch_seconds`` histogram the
-  crawlers write. Every Rest process exposes the same cluster values; Prometheus should
+  Kafka Monitor and of the Redis Monitor, the ``enqueue_to_fetch_seconds`` histogram the
+  crawlers write, and the re-crawl schedules per spider (``stats.recrawl``: URLs scheduled,
+  overdue crawls and the age of their oldest overdue URL, the downloads and ``304`` answers of
+  the crawls with a schedule). Every Rest process exposes the same cluster values; Prometheus should
   scrape one of them (or aggregate with ``max``), not sum them.
 - **This Rest process's own traffic**: HTTP requests, ``/feed`` outcomes and the time to an
   answer, as ordinary prometheus-client counters and a histogram.
@@ -17,13 +19,17 @@ Redis round trips of one scrape, whatever the size of the cluster (nothing is sc
 nothing is written; dead heartbeats are only left uncounted; ``tests/
 test_cluster_read_budgets.py`` counts them):
 
-1. one pipeline: ZCOUNT of each heartbeat index, HVALS of the pauses and of the circuit
-   breaker's states, ZCARD of the leases, HGETALL of the histogram and of the refused and
-   filtered URL totals, SMEMBERS of the crawler stats sources and of the name indexes of both
-   monitors and of the crawler errors;
+1. one pipeline: Redis TIME, ZCOUNT of each heartbeat index, HVALS of the pauses and of the
+   circuit breaker's states, ZCARD of the leases, HGETALL of the histogram and of the refused
+   and filtered URL totals, SMEMBERS of the crawler stats sources, of ``frontier:spiders`` and
+   of the name indexes of both monitors and of the crawler errors;
 2. the frontier's backlog script (``Frontier.backlog``: queue lengths, never items);
-3. one pipeline of SMEMBERS, the name index of each crawler stats source (none: skipped);
-4. one MGET of every lifetime counter named by those indexes (none: skipped).
+3. one pipeline: SMEMBERS of the name index of each crawler stats source, ZRANGE WITHSCORES
+   (the ``stats.recrawl.MOST_CRAWLS`` earliest due) and ZCARD of each spider's
+   ``<spiderid>:recrawl`` (nothing to read: skipped);
+4. one pipeline: MGET of every lifetime counter named by those indexes, HGET of ``~scheduled``
+   in the counts hash and HGETALL of the funnel of each crawl read in 3 (nothing to read:
+   skipped).
 
 A Redis outage never fails a scrape: ``scrapy_cluster_redis_up`` is 0, the Redis-read
 families are left out, and the outage is logged once (and its end once).
@@ -68,8 +74,9 @@ from scrapy_cluster.stats.histogram import (
     HistogramSnapshot,
     parse_snapshot,
 )
-from scrapy_cluster.stats.reader import BacklogSource, ClusterReader, CrawlerSource
+from scrapy_cluster.stats.reader import BacklogSource, ClusterReader, CrawlerSource, ScheduleRead
 from scrapy_cluster.stats.reasons import REFUSED_REASONS
+from scrapy_cluster.stats.recrawl import SpiderSchedules
 
 COMPONENTS = ("crawler", "kafka-monitor", "redis-monitor", "rest")
 MONITORS = ("kafka-monitor", "redis-monitor")
@@ -96,6 +103,8 @@ class ClusterReading:
     errors: dict[str, int]
     filtered: dict[tuple[str, str], int] = field(default_factory=dict)
     """``{(spider, reason): URLs}`` refused or filtered (``keys.funnel_filtered_totals``)."""
+    recrawl: dict[str, SpiderSchedules] = field(default_factory=dict)
+    """Re-crawl schedules per spider, aged on Redis TIME (``stats.recrawl``)."""
 
 
 class MetricsReader:
@@ -112,6 +121,8 @@ class MetricsReader:
     def read(self) -> ClusterReading:
         now_s = self.clock()
         batch = self.reader.batch()
+        redis_now_ms = batch.server_time_ms()
+        spiders = batch.text_set(keys.frontier_spiders())
         live = {component: batch.live_count(component, now_s - self.heartbeat_timeout_s)
                 for component in COMPONENTS}
         paused = batch.hash_values(keys.domain_paused())
@@ -123,8 +134,10 @@ class MetricsReader:
         names = {prefix: batch.names(prefix) for prefix in self.counter_prefixes}
         batch.run()
         backlog = self.reader.backlog()
+        schedules = ScheduleRead(spiders.value, funnels=True)
         counters = self.reader.lifetime_totals(
-            sources.value, {prefix: reply.value for prefix, reply in names.items()})
+            sources.value, {prefix: reply.value for prefix, reply in names.items()},
+            rider=schedules)
         return ClusterReading(
             live_nodes={component: reply.value for component, reply in live.items()},
             paused_until_ms=[int(until) for until in paused.value],
@@ -135,7 +148,8 @@ class MetricsReader:
             errors=counters.get(keys.crawler_error_stats(), {}),
             monitors={monitor: counters.get(keys.stats_key(monitor), {}) for monitor in MONITORS},
             filtered={keys.parse_funnel_filtered_field(name): int(count)
-                      for name, count in filtered.value.items()})
+                      for name, count in filtered.value.items()},
+            recrawl=schedules.result(redis_now_ms.value))
 
 
 def _breaker_state(raw: bytes | str) -> str:
@@ -180,6 +194,7 @@ def cluster_families(reading: ClusterReading, *, top_domains: int,
     yield breaker
     yield from _counter_families(reading)
     yield _histogram_family(reading.enqueue_to_fetch)
+    yield from _recrawl_families(reading.recrawl, top_domains)
 
 
 def _backlog_families(backlog: Mapping[str, Backlog], top_domains: int) -> Iterator[Metric]:
@@ -197,6 +212,43 @@ def _backlog_families(backlog: Mapping[str, Backlog], top_domains: int) -> Itera
         for domain, count in largest[:max(0, top_domains)]:
             top.add_metric([spider, domain], count)
     yield from (total, domains, top)
+
+
+def _recrawl_families(schedules: Mapping[str, SpiderSchedules],
+                      top_crawls: int) -> Iterator[Metric]:
+    """Per spider: crawls with a schedule, URLs scheduled, overdue crawls, the oldest overdue
+    age, and the downloads and 304 answers of the crawls read; per crawl, the oldest overdue
+    age of the ``top_crawls`` (METRICS_TOP_DOMAINS) most overdue crawls of each spider."""
+    crawls = GaugeMetricFamily("scrapy_cluster_recrawl_crawls", "Crawls with a re-crawl "
+                               "schedule, per spider.", labels=["spider"])
+    scheduled = GaugeMetricFamily("scrapy_cluster_recrawl_scheduled_urls", "URLs waiting in "
+                                  "re-crawl schedules (not yet queued again), per spider.",
+                                  labels=["spider"])
+    overdue = GaugeMetricFamily("scrapy_cluster_recrawl_overdue_crawls", "Crawls with a "
+                                "re-crawl URL due and not yet queued again, per spider.",
+                                labels=["spider"])
+    oldest = GaugeMetricFamily("scrapy_cluster_recrawl_oldest_overdue_seconds", "Age of the "
+                               "oldest re-crawl URL due and not yet queued again, per spider "
+                               "(0: none).", labels=["spider"])
+    per_crawl = GaugeMetricFamily("scrapy_cluster_recrawl_crawl_overdue_seconds", "Age of the "
+                                  "oldest overdue re-crawl URL of the METRICS_TOP_DOMAINS most "
+                                  "overdue crawls of each spider.", labels=["spider", "crawlid"])
+    fetched = GaugeMetricFamily("scrapy_cluster_recrawl_fetched_pages", "Downloads of the "
+                                "crawls with a re-crawl schedule, per spider.", labels=["spider"])
+    unchanged = GaugeMetricFamily("scrapy_cluster_recrawl_not_modified_pages", "304 Not "
+                                  "Modified answers among those downloads, per spider.",
+                                  labels=["spider"])
+    for spider, found in sorted(schedules.items()):
+        crawls.add_metric([spider], found.crawls)
+        scheduled.add_metric([spider], found.scheduled)
+        late = found.overdue()
+        overdue.add_metric([spider], len(late))
+        oldest.add_metric([spider], found.oldest_overdue_s)
+        for crawl in late[:max(0, top_crawls)]:
+            per_crawl.add_metric([spider, crawl.crawlid], found.overdue_s(crawl))
+        fetched.add_metric([spider], found.fetched)
+        unchanged.add_metric([spider], found.not_modified)
+    yield from (crawls, scheduled, overdue, oldest, per_crawl, fetched, unchanged)
 
 
 def _counter_families(reading: ClusterReading) -> Iterator[Metric]:

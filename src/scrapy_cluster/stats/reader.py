@@ -10,7 +10,8 @@ from ``keys`` and are parsed back there; bytes become text with ``text.as_text``
 
 Only indexes are read, never the keyspace: live nodes from the heartbeat indexes
 (``stats:<component>:self``), crawler stats sources from ``stats:crawler:_sources``, counter
-names from each prefix's ``..:_names``, queue lengths from the frontier's backlog script.
+names from each prefix's ``..:_names``, queue lengths from the frontier's backlog script,
+re-crawl schedules from each spider's ``<spiderid>:recrawl`` (``stats.recrawl``).
 Each caller writes the round trips of one reading in its docstring; ``tests/
 test_cluster_read_budgets.py`` counts them against a real Redis.
 """
@@ -23,7 +24,9 @@ from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 import redis
 
 from scrapy_cluster import keys
+from scrapy_cluster.frontier.calls import SCHEDULED_FIELD
 from scrapy_cluster.frontier.model import Backlog
+from scrapy_cluster.stats.recrawl import MOST_CRAWLS, RecrawlIndex, SpiderSchedules, parse_index
 from scrapy_cluster.stats.windowed import LIFETIME, WindowedStats
 from scrapy_cluster.text import as_text
 
@@ -162,6 +165,20 @@ class ReadBatch:
         """``keys.funnel_filtered_totals``: ``<spiderid>:<reason>`` -> URLs, as stored."""
         return self.raw_hash(keys.funnel_filtered_totals())
 
+    # --- re-crawl schedules (stats.recrawl) ------------------------------------------------
+    def recrawl_index(self, spider: str, most: int = MOST_CRAWLS) -> Reply[RecrawlIndex]:
+        """The spider's crawls with a re-crawl schedule, the ``most`` earliest due with their
+        due ms, and how many there are (ZRANGE WITHSCORES and ZCARD of ``<spiderid>:recrawl``)."""
+        key = keys.recrawl_due_crawls(spider)
+        self._pipe.zrange(key, 0, max(0, most - 1), withscores=True)
+        self._pipe.zcard(key)
+        return self._queue(parse_index, 2)
+
+    def crawl_scheduled(self, spider: str, crawlid: str) -> Reply[int]:
+        """URLs in the crawl's re-crawl schedule: HGET of ``~scheduled`` in its counts hash."""
+        self._pipe.hget(keys.crawl_counts(spider, crawlid), SCHEDULED_FIELD)
+        return self._queue(lambda raw: int(raw or 0))
+
     # --- anything else, by key ------------------------------------------------------------
     def raw_hash(self, key: str) -> Reply[Mapping[bytes, bytes]]:
         """HGETALL of ``key`` (a name built by ``keys``), as stored."""
@@ -221,6 +238,53 @@ def _sources(raw: Iterable[bytes | str]) -> list[CrawlerSource]:
     return [CrawlerSource(*source) for source in parsed if source is not None]
 
 
+class Rider(Protocol):
+    """Reads that ride along two consecutive batches of another reading (``lifetime_totals``),
+    so they cost no round trip of their own: ``first`` queues on the first batch, ``second``
+    (after the first ran) on the second."""
+
+    def first(self, batch: ReadBatch) -> None: ...
+
+    def second(self, batch: ReadBatch) -> None: ...
+
+
+class ScheduleRead:
+    """Reads the re-crawl schedules of ``spiders`` in two batches (a ``Rider``): the first
+    queues ``ReadBatch.recrawl_index`` per spider (2 commands each), the second HGET of
+    ``~scheduled`` and, with ``funnels``, HGETALL of the funnel hash (a few dozen fields) of
+    each crawl read (at most ``MOST_CRAWLS`` per spider). ``result(now_ms)`` once both ran."""
+
+    def __init__(self, spiders: Sequence[str], *, funnels: bool = False,
+                 most: int = MOST_CRAWLS) -> None:
+        self.spiders, self.funnels, self.most = list(spiders), funnels, most
+        self._indexes: dict[str, Reply[RecrawlIndex]] = {}
+        self._counts: dict[tuple[str, str], Reply[int]] = {}
+        self._funnels: dict[tuple[str, str], Reply[Mapping[bytes, bytes]]] = {}
+
+    def first(self, batch: ReadBatch) -> None:
+        self._indexes = {spider: batch.recrawl_index(spider, self.most) for spider in self.spiders}
+
+    def second(self, batch: ReadBatch) -> None:
+        for spider, index in self._indexes.items():
+            for crawlid, _ in index.value.due_ms:
+                self._counts[(spider, crawlid)] = batch.crawl_scheduled(spider, crawlid)
+                if self.funnels:
+                    self._funnels[(spider, crawlid)] = batch.raw_hash(
+                        keys.crawl_funnel(spider, crawlid))
+
+    def result(self, now_ms: int) -> dict[str, SpiderSchedules]:
+        """``{spider: SpiderSchedules}`` for every spider asked, in their order."""
+        found = {}
+        for spider, index in self._indexes.items():
+            crawls = [crawlid for crawlid, _ in index.value.due_ms]
+            found[spider] = SpiderSchedules.build(
+                index.value, now_ms,
+                {crawlid: self._counts[(spider, crawlid)].value for crawlid in crawls},
+                {crawlid: self._funnels[(spider, crawlid)].value for crawlid in crawls
+                 if (spider, crawlid) in self._funnels})
+        return found
+
+
 class ClusterReader:
     """Reads the cluster (module docstring); ``frontier`` is needed for ``backlog`` only."""
 
@@ -248,22 +312,46 @@ class ClusterReader:
         return [reply.value for reply in replies]
 
     def lifetime_totals(self, sources: Sequence[CrawlerSource],
-                        names: Mapping[str, Sequence[str]]) -> dict[str, dict[str, int]]:
+                        names: Mapping[str, Sequence[str]], *,
+                        rider: Rider | None = None) -> dict[str, dict[str, int]]:
         """``{prefix: {name: lifetime count}}`` for the prefixes of ``names`` (their names
         already read) and every crawler source (``source.prefix``). Round trips: the sources'
-        name indexes (``names_of``, none without sources), then one MGET (none when nothing
-        is named)."""
-        named = {**names, **dict(zip([source.prefix for source in sources],
-                                     self.names_of([source.prefix for source in sources]),
-                                     strict=True))}
+        name indexes (none without sources), then one MGET (none when nothing is named); the
+        ``rider``'s reads go in the same two batches (a batch that has only its reads is still
+        one round trip)."""
+        first = self.batch()
+        indexes = [first.names(source.prefix) for source in sources]
+        if rider is not None:
+            rider.first(first)
+        first.run()
+        named = {**names, **{source.prefix: reply.value
+                             for source, reply in zip(sources, indexes, strict=True)}}
         wanted = [(prefix, name) for prefix, found in named.items() for name in found]
         batch = self.batch()
         values = batch.lifetimes(wanted)
+        if rider is not None:
+            rider.second(batch)
         batch.run()
         counters: dict[str, dict[str, int]] = {}
         for (prefix, name), value in zip(wanted, values.value, strict=True):
             counters.setdefault(prefix, {})[name] = value
         return counters
+
+    def recrawl(self, *, funnels: bool = False) -> dict[str, SpiderSchedules]:
+        """The re-crawl schedules of every spider in ``frontier:spiders``, aged on Redis ``TIME``
+        (the frontier's clock): THREE round trips (the time and the spiders, their indexes, the
+        counts, and with ``funnels`` the funnels, of the crawls read); two when no crawl has a
+        schedule, one when no spider ever queued."""
+        batch = self.batch()
+        now_ms = batch.server_time_ms()
+        spiders = batch.text_set(keys.frontier_spiders())
+        batch.run()
+        plan = ScheduleRead(spiders.value, funnels=funnels)
+        for step in (plan.first, plan.second):
+            batch = self.batch()
+            step(batch)
+            batch.run()
+        return plan.result(now_ms.value)
 
     def remove_nodes(self, component: str, members: Sequence[str]) -> None:
         """Remove dead nodes: their heartbeat keys and index members. ONE round trip."""

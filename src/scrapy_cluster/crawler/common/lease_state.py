@@ -11,6 +11,11 @@ call. The rule every engine must keep (completion detection relies on it): a pag
 finished only after the enqueue of its links has returned and every count of the page was
 made; it is acknowledged together with those counts.
 
+A lease of a re-crawled URL may carry a ``Revisit`` (``schedule``, see ``common/revisit.py``):
+it is acknowledged with it, so the frontier queues the request again when due. A lease
+released (given back, or its batch not confirmed by the bus) carries nothing; one left to the
+reaper loses its revisit too (the reaper queues the request again with its old state).
+
 A page whose links could not be queued (Redis unreachable) is *given back* instead: its lease
 is released at the next flush, never acknowledged, so the page is crawled again and nothing
 it found is lost. A release that fails is tried again at the following flush.
@@ -24,8 +29,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from scrapy_cluster.frontier.model import Revisit
 
 FunnelCounts = dict[tuple[str, str], dict[str, int]]
 
@@ -48,10 +55,14 @@ class FlushPlan:
        taken only then (the confirmation itself counts ``delivered``), and ``ack`` is
        acknowledged with them in ONE round trip; when that fails, ``LeaseState.ack_failed``
        keeps the counts for the next flush and leaves the leases to the reaper.
+
+    ``revisits``: lease id -> ``Revisit`` for the ``ack`` leases scheduled again (passed with
+    the acknowledgement; empty when none is).
     """
 
     release: list[str]
     ack: list[str]
+    revisits: dict[str, Revisit] = field(default_factory=dict)
 
 
 class LeaseState:
@@ -63,6 +74,7 @@ class LeaseState:
         self._held: dict[str, Mapping[str, Any]] = {}
         self._finished: list[str] = []
         self._given_back: list[str] = []
+        self._revisits: dict[str, Revisit] = {}
         self._logger, self._funnel = logger, funnel
 
     def hold(self, lease_id: str, request: Mapping[str, Any]) -> None:
@@ -71,6 +83,16 @@ class LeaseState:
     def request(self, lease_id: str) -> Mapping[str, Any] | None:
         """The stored request dict of a held lease (for retries), or None."""
         return self._held.get(lease_id)
+
+    def schedule(self, lease_id: str | None, revisit: Revisit | None) -> None:
+        """Acknowledge ``lease_id`` with ``revisit`` when it finishes (None: no revisit).
+        Ignored for a lease not held."""
+        if lease_id is None:
+            return
+        if revisit is None:
+            self._revisits.pop(lease_id, None)
+        elif lease_id in self._held:
+            self._revisits[lease_id] = revisit
 
     def finish(self, lease_id: str | None) -> None:
         """Mark ``lease_id`` done; it is acknowledged at the next flush. Unknown ids are ignored."""
@@ -82,6 +104,8 @@ class LeaseState:
         next flush instead of acknowledging it. False when the lease is not held."""
         if lease_id is None or self._held.pop(lease_id, None) is None:
             return False
+        if self._revisits:
+            self._revisits.pop(lease_id, None)
         self._given_back.append(lease_id)
         return True
 
@@ -97,7 +121,11 @@ class LeaseState:
     def plan_flush(self) -> FlushPlan:
         """What the next flush releases and acknowledges (see ``FlushPlan``); both lists are
         taken from this state."""
-        plan = FlushPlan(release=self._given_back, ack=self._finished)
+        revisits: dict[str, Revisit] = {}
+        if self._revisits:
+            revisits = {lease_id: revisit for lease_id in self._finished
+                        if (revisit := self._revisits.pop(lease_id, None)) is not None}
+        plan = FlushPlan(release=self._given_back, ack=self._finished, revisits=revisits)
         self._given_back, self._finished = [], []
         return plan
 
@@ -126,6 +154,7 @@ class LeaseState:
         """The flush was cancelled before its acknowledgement returned: a later flush
         acknowledges ``plan.ack`` (acknowledging a lease twice is harmless)."""
         self._finished = plan.ack + self._finished
+        self._revisits.update(plan.revisits)
 
     def unreachable(self, lease_ids: list[str], error: BaseException) -> None:
         """A release or acknowledgement of ``lease_ids`` failed: the reaper returns them."""
@@ -136,4 +165,6 @@ class LeaseState:
         """Every held and given-back lease (graceful shutdown releases them)."""
         held = [*self._held, *self._given_back]
         self._held, self._given_back = {}, []
+        for lease_id in held if self._revisits else ():
+            self._revisits.pop(lease_id, None)
         return held

@@ -15,11 +15,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from scrapy_cluster.crawler.common.lease_state import FunnelSource, LeaseState
+from scrapy_cluster.frontier.model import Revisit
 
 
 class AsyncLeaseFrontier(Protocol):
     async def ack(self, lease_ids: list[str], *,
-                  funnel: Mapping[tuple[str, str], Mapping[str, int]] | None = None) -> int: ...
+                  funnel: Mapping[tuple[str, str], Mapping[str, int]] | None = None,
+                  revisits: Mapping[str, Revisit] | None = None) -> int: ...
 
     async def release(self, lease_ids: list[str], *, priority_delta: int = 0) -> int: ...
 
@@ -56,6 +58,8 @@ class AsyncLeaseBook(LeaseState):
             return 0
         counts = self.take_counts()
         try:
+            if plan.revisits:  # re-crawled URLs: queued again when due, by the same call
+                return await self._frontier.ack(plan.ack, funnel=counts, revisits=plan.revisits)
             return await self._frontier.ack(plan.ack, funnel=counts)
         except asyncio.CancelledError:
             # the counts are not restored, as the script may have written them (the engine

@@ -10,6 +10,11 @@ them) queued in ONE ``enqueue_many(dedupe=True)``, then its item. The lease is f
 after that; when Redis is unreachable while queueing links it is given back (released, crawled
 again, no item now). Round trips per page: 1 (the links' enqueue; 0 with nothing to queue), or
 1 for a retry or redirect, 0 for an error item; the ack is shared by the batch.
+
+A request with a ``recrawl`` policy (``common/revisit.py``) is sent with the conditional headers
+of its previous fetch; a 304, or a body equal to the previous one, extracts no link and gives a
+small ``not_modified`` item (or none, per the policy); the verdict's ``Revisit`` goes with the
+lease's acknowledgement. A request without one costs one dict lookup more.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 from urllib.parse import urljoin, urlsplit
 
@@ -27,6 +32,7 @@ from scrapy.utils.url import strip_url
 from w3lib.url import safe_url_string
 
 from scrapy_cluster.crawler.common import items
+from scrapy_cluster.crawler.common import revisit as recrawl
 from scrapy_cluster.crawler.common.funnel import ROBOTS_MESSAGE, FunnelCounter
 from scrapy_cluster.crawler.common.response_stats import NO_RESPONSE
 from scrapy_cluster.crawler.fast.async_lease_book import AsyncLeaseBook
@@ -120,6 +126,9 @@ class PageProcessor:
             self.funnel.add(stored, "dropped")
             self.leases.finish(leased.lease_id)
             raise ValueError(f"malformed queued request: {exc}") from exc
+        refetch = None
+        if recrawl.RECRAWL_FIELD in stored:
+            request, refetch = _conditional(request, leased)
         if await self._refused(leased, request):
             return
         if self.politeness is not None:
@@ -130,7 +139,7 @@ class PageProcessor:
         except FetchError as exc:
             if fetched is not None:
                 fetched()
-            await self._failed(leased, request, exc)
+            await self._failed(leased, request, exc, refetch)
             return
         if fetched is not None:
             fetched()
@@ -143,11 +152,11 @@ class PageProcessor:
         if self.politeness is not None:
             await self.politeness.response(leased.domain, response.status,
                                            last_header(response.headers, "Retry-After"))
-        if response.status in self.policy.retry_http_codes and await self._retry(leased):
+        if response.status in self.policy.retry_http_codes and await self._retry(leased, refetch):
             return
-        if await self._redirected(leased, request, response):
+        if await self._redirected(leased, request, response, refetch):
             return
-        await self._page(leased, request, response)
+        await self._page(leased, request, response, refetch)
 
     async def _refused(self, leased: LeasedRequest, request: FetchRequest) -> bool:
         """SSRF guard, then robots.txt: an error item and ``filtered:<reason>`` when refused."""
@@ -170,13 +179,17 @@ class PageProcessor:
         return True
 
     async def _failed(self, leased: LeasedRequest, request: FetchRequest,
-                      error: FetchError) -> None:
+                      error: FetchError, refetch: recrawl.Refetch | None = None) -> None:
         self.funnel.add(leased.request, f"fetched:{NO_RESPONSE}")
         if self.observer is not None:
             self.observer.failure(leased.domain, request.url, error)
-        if error.retryable and await self._retry(leased):
+        if error.retryable and await self._retry(leased, refetch):
             return
         self.funnel.add(leased.request, "dropped")
+        if refetch is not None:  # failed for good: judged as an error, so it stays scheduled
+            verdict = refetch.judge(depth=leased.request.get("curdepth"), status=None,
+                                    headers={}, body=b"", now_s=self.now_s())
+            self.leases.schedule(leased.lease_id, verdict.revisit)
         self._error_item(leased, request, error.error_type, str(error), error.reason)
 
     def _error_item(self, leased: LeasedRequest, request: FetchRequest, error_type: str,
@@ -199,7 +212,7 @@ class PageProcessor:
             request_headers={}, meta=leased.request, now_s=self.now_s()))
         self.leases.finish(leased.lease_id)
 
-    async def _retry(self, leased: LeasedRequest) -> bool:
+    async def _retry(self, leased: LeasedRequest, refetch: recrawl.Refetch | None = None) -> bool:
         """Queue the request again with ``retry_times + 1`` at lower priority (ONE round trip)
         and finish its lease; False when retries are used up or Redis is unreachable (the
         caller then produces the final item)."""
@@ -210,6 +223,8 @@ class PageProcessor:
         retry = {**stored, "retry_times": int(stored.get("retry_times") or 0) + 1,
                  "priority": int(stored.get("priority") or 0) + self.policy.retry_priority_adjust,
                  "dont_filter": True}
+        if refetch is not None:
+            retry.update(refetch.retry_fields())
         try:
             await self.frontier.enqueue_many([retry], dedupe=False, funnel=False)
         except Exception:  # noqa: BLE001 - Redis down: the item is produced instead
@@ -219,7 +234,7 @@ class PageProcessor:
         return True
 
     async def _redirected(self, leased: LeasedRequest, request: FetchRequest,
-                          response: FetchResponse) -> bool:
+                          response: FetchResponse, refetch: recrawl.Refetch | None = None) -> bool:
         location = last_header(response.headers, "Location")
         if response.status not in REDIRECT_STATUSES or location is None:
             return False
@@ -249,13 +264,25 @@ class PageProcessor:
                   "headers": redirect_headers(request, target),
                   "priority": int(stored.get("priority") or 0)
                   + self.policy.redirect_priority_adjust}
+        if refetch is not None:  # the target starts its own schedule: no validators, no state
+            queued["headers"] = {name: values for name, values in queued["headers"].items()
+                                 if name not in refetch.headers}
+            queued.pop(recrawl.RETRY_STATE_FIELD, None)
         if await self._enqueue(leased, [queued], dedupe=False, url=request.url):
             self.leases.finish(leased.lease_id)
         return True
 
     async def _page(self, leased: LeasedRequest, request: FetchRequest,
-                    response: FetchResponse) -> None:
+                    response: FetchResponse, refetch: recrawl.Refetch | None = None) -> None:
         stored = leased.request
+        verdict = None
+        if refetch is not None:
+            verdict = refetch.judge(depth=stored.get("curdepth"), status=response.status,
+                                    headers=dict(response.headers), body=response.body,
+                                    now_s=self.now_s())
+            if verdict.not_modified:
+                self._not_modified(leased, request, response, refetch, verdict)
+                return
         extract = functools.partial(
             self.extractor, response.body, url=request.url,
             content_type=last_header(response.headers, "Content-Type"),
@@ -275,13 +302,32 @@ class PageProcessor:
             return
         if followed.filtered:
             self.funnel.add_filtered(followed.crawl, followed.filtered)
-        self.send(self.spider.item(items.page_item(
+        item = self.spider.item(items.page_item(
             url=request.url, response_url=response.url, status=response.status,
             response_headers=response_header_dict(response),
             request_headers=header_dict(request.headers), body=response.body,
             encoding=extracted.encoding, links=extracted.links, meta=stored,
             now_s=self.now_s(), base64_body=self.policy.base64_body,
-            links_dropped=extracted.dropped), stored))
+            links_dropped=extracted.dropped), stored)
+        if verdict is not None:
+            self.leases.schedule(leased.lease_id, verdict.revisit)
+            recrawl.mark_item(item, verdict)
+        self.send(item)
+        self.leases.finish(leased.lease_id)
+
+    def _not_modified(self, leased: LeasedRequest, request: FetchRequest,
+                      response: FetchResponse, refetch: recrawl.Refetch,
+                      verdict: recrawl.Verdict) -> None:
+        """A 304 or an unchanged body: no link read, the small item (unless the policy says
+        ``none``), the lease finished with its revisit. No I/O."""
+        if refetch.policy.not_modified_item:
+            self.send(self.spider.item(recrawl.not_modified_item(items.page_item(
+                url=request.url, response_url=response.url, status=response.status,
+                response_headers=response_header_dict(response),
+                request_headers=header_dict(request.headers), body=b"", encoding=None,
+                links=(), meta=leased.request, now_s=self.now_s(), base64_body=False),
+                verdict), leased.request))
+        self.leases.schedule(leased.lease_id, verdict.revisit)
         self.leases.finish(leased.lease_id)
 
     async def _enqueue(self, leased: LeasedRequest, requests: list[dict[str, Any]], *,
@@ -298,6 +344,17 @@ class PageProcessor:
         if result.cached_by_crawl:  # known duplicates, never sent: counted here
             self.funnel.add_cached(result.cached_by_crawl)
         return True
+
+
+def _conditional(request: FetchRequest,
+                 leased: LeasedRequest) -> tuple[FetchRequest, recrawl.Refetch | None]:
+    """``request`` with the conditional headers of its previous fetch (those it does not send
+    itself), and its ``Refetch``; unchanged and None without a usable policy."""
+    refetch = recrawl.refetch_of(leased.request, leased.revisit,
+                                 (name for name, _ in request.headers))
+    if refetch is None or not refetch.headers:
+        return request, refetch
+    return replace(request, headers=request.headers + tuple(refetch.headers.items())), refetch
 
 
 def redirect_target(url: str, location: str) -> str:

@@ -5,6 +5,10 @@ through the frontier, so ``start_urls`` is not used; the spider never closes whe
 gets a cluster logger (``self._logger``), ``reconstruct_headers``, an ``errback`` that turns a
 failed request into an error item, and ``enqueue_links`` which sends a page's links to the
 frontier in ONE round trip without building a Scrapy ``Request`` per link.
+
+A re-crawled URL (a ``recrawl`` policy, ``common/revisit.py``) whose page did not change (a 304
+or the same body) should produce ``not_modified_output(response)`` instead of reading its
+links; the shipped spiders do. Its page item carries ``recrawl_fetch``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from twisted.python.failure import Failure
 
 from scrapy_cluster.crawler import response_items
 from scrapy_cluster.crawler.common import meta as crawl_meta
+from scrapy_cluster.crawler.common import revisit as recrawl
 from scrapy_cluster.crawler.common.items import headers_to_dict
 from scrapy_cluster.crawler.common.link_rules import PageLinks
 from scrapy_cluster.crawler.common.resolution import cluster_settings
@@ -69,9 +74,25 @@ class ClusterSpider(Spider):
 
     def page_item(self, response: Response, links: Sequence[Link], *,
                   links_dropped: int = 0) -> dict[str, Any]:
-        """The result item for ``response`` (see ``response_items.response_item``)."""
-        return response_items.response_item(response, links, now_s=self.now_s(),
-                                   base64_body=self.base64_bodies, links_dropped=links_dropped)
+        """The result item for ``response`` (see ``response_items.response_item``); with
+        ``recrawl_fetch`` for a re-crawled URL."""
+        item = response_items.response_item(response, links, now_s=self.now_s(),
+                                             base64_body=self.base64_bodies,
+                                             links_dropped=links_dropped)
+        verdict = response.meta.get(crawl_meta.VERDICT_META_KEY)
+        return item if verdict is None else recrawl.mark_item(item, verdict)
+
+    def not_modified_output(self, response: Response) -> list[dict[str, Any]] | None:
+        """None unless ``response`` is a re-crawled page that did not change; then what it
+        produces instead of its page: the small ``not_modified`` item, or nothing when the
+        crawl's ``recrawl.not_modified`` is ``none``. No link is read or queued."""
+        verdict = response.meta.get(crawl_meta.VERDICT_META_KEY)
+        if verdict is None or not verdict.not_modified:
+            return None
+        refetch = response.meta.get(crawl_meta.RECRAWL_META_KEY)
+        if refetch is not None and not refetch.policy.not_modified_item:
+            return []
+        return [response_items.not_modified_item(response, verdict, now_s=self.now_s())]
 
     def enqueue_links(self, response: Response, links: Sequence[Link], *,
                       spiderid: str | None = None, filtered: Mapping[str, int] | None = None) -> int:
@@ -118,6 +139,12 @@ class ClusterSpider(Spider):
         if refusal_reason(error) is None:  # robots/ssrf are counted as filtered
             funnel_for(self.crawler).add(request.meta, "dropped")
         scheduler = cluster_scheduler(self.crawler)
+        refetch = request.meta.get(crawl_meta.RECRAWL_META_KEY)
+        if refetch is not None and scheduler is not None and refusal_reason(error) is None:
+            # failed for good: judged as an error, so the URL stays scheduled
+            scheduler.schedule_revisit(request, refetch.judge(
+                depth=request.meta.get("curdepth"), status=None, headers={}, body=b"",
+                now_s=self.now_s()).revisit)
         try:
             if scheduler is not None:
                 scheduler.item_started(request)

@@ -22,6 +22,10 @@ class LinkSpider(ClusterSpider):
     name = "link"
 
     def parse(self, response: Response) -> Iterator[dict[str, Any]]:
+        unchanged = self.not_modified_output(response)
+        if unchanged is not None:  # a re-crawled page that did not change: no link read
+            yield from unchanged
+            return
         found = self.read_links(response)
         selection = select_links(found.links, response.meta, self.now_s(), dropped=found.dropped)
         self.enqueue_links(response, selection.follow, filtered=selection.filtered)

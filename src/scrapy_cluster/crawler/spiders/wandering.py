@@ -21,6 +21,12 @@ class WanderingSpider(ClusterSpider):
 
     def parse(self, response: Response) -> Iterator[Any]:
         step = int(response.meta.get("step") or 0)
+        unchanged = self.not_modified_output(response)
+        if unchanged is not None:  # a re-crawled page that did not change: no link followed
+            for item in unchanged:
+                item["attrs"] = {**(item.get("attrs") or {}), "step": step}
+                yield item
+            return
         found = self.read_links(response)
         links = found.links
         item = self.page_item(response, links, links_dropped=found.dropped)

@@ -11,6 +11,7 @@ import orjson
 from scrapy_cluster.frontier.model import Backlog
 from scrapy_cluster.rest.dashboard.records import LeaseRecord
 from scrapy_cluster.stats.reader import CrawlerSource
+from scrapy_cluster.stats.recrawl import RecrawlIndex
 from scrapy_cluster.statuses import ErrorStatuses
 
 CrawlKey = tuple[str, str]
@@ -65,6 +66,8 @@ class Raw:
     ready: dict[str, dict[str, float]]
     crawl_apps: dict[CrawlKey, str]
     crawl_counts: dict[CrawlKey, tuple[Mapping[bytes, bytes], Mapping[bytes, bytes]]]
+    recrawl: dict[str, RecrawlIndex] = field(default_factory=dict)
+    """Each spider's crawls with a re-crawl schedule, earliest due first (``stats.recrawl``)."""
 
 
 @dataclass

@@ -153,6 +153,8 @@ def assemble(raw: Raw, policy: Policy, memory: NodeMemory) -> Snapshot:
     statuses = domain_statuses(raw)
     domain_rows = tables.domains(raw, policy, statuses)
     crawl_rows = tables.crawls(raw)
+    recrawl = {spider: found.summary() for spider, found in tables.schedules(raw).items()
+               if found.crawls}
     node_rows = nodes(raw, policy, memory)
     responses = sum(sum(seen.values()) for seen in statuses.values())
     summary = {
@@ -165,7 +167,11 @@ def assemble(raw: Raw, policy: Policy, memory: NodeMemory) -> Snapshot:
         if policy.status_window_s > 0 else 0.0,
         "paused": sum(1 for row in domain_rows if row["state"] == classify.PAUSED),
         "halted": sum(1 for row in domain_rows if row["state"] == classify.HALTED),
-        **dropped_urls(raw), "unserved": unserved(raw, policy)}
+        **dropped_urls(raw), "unserved": unserved(raw, policy),
+        "scheduled": sum(row["scheduled"] for row in recrawl.values()),
+        "overdue_crawls": sum(row["overdue_crawls"] for row in recrawl.values()),
+        "oldest_overdue_s": max((row["oldest_overdue_s"] for row in recrawl.values()),
+                                default=0.0)}
     config = {"throttles": [{"domain": domain, **(json_object(value) or {})}
                             for domain, value in sorted(raw.throttles.items())],
               "blacklist": raw.blacklist,
@@ -174,5 +180,5 @@ def assemble(raw: Raw, policy: Policy, memory: NodeMemory) -> Snapshot:
     overview = {"generated_at_ms": int(raw.now_s * 1000), "summary": summary,
                 "nodes": node_rows, "throughput": throughput(raw),
                 "errors": errors(raw, policy, statuses), "config": config,
-                "spiders": raw.spiders}
+                "spiders": raw.spiders, "recrawl": recrawl}
     return Snapshot(int(raw.now_s * 1000), overview, domain_rows, crawl_rows)

@@ -14,10 +14,13 @@ read, never the keyspace (no KEYS, no SCAN):
 3. one pipeline: the nodes' ``stats:<component>:info:<member>`` (one MGET), each source's
    status names, each spider's dispatch views, each active domain's status window, the
    domains' last errors (one MGET), each queued domain's sub-queue index (which crawls have
-   work there) and the exception counters;
-4. one pipeline: the hour of status counters per source, each view's ready set, each active
-   crawl's counts and funnel, and the head item of a sub-queue of each crawl whose app is
-   not known yet (once per crawl: the app of a crawl is remembered while it is active).
+   work there), the exception counters, and each spider's re-crawl index ``<spiderid>:recrawl``
+   (ZRANGE WITHSCORES of its ``stats.recrawl.MOST_CRAWLS`` earliest due crawls, and ZCARD);
+4. one pipeline: the hour of status counters per source, each view's ready set, the counts and
+   funnel of each active crawl and of each crawl read in 3 (``~scheduled``, ``fetched:304``),
+   and the head item of a sub-queue of each crawl whose app is not known yet (the state hash
+   of one with nothing queued; once per crawl: the app of a crawl is remembered while it is
+   active).
 
 Commands grow with nodes, domains, crawls and requests in flight; round trips do not
 (``tests/test_cluster_read_budgets.py`` counts them). ``funnel`` (one crawl) is ONE round trip.
@@ -36,6 +39,7 @@ from scrapy_cluster.frontier.model import Backlog
 from scrapy_cluster.rest.dashboard import sections, tables
 from scrapy_cluster.rest.dashboard.model import Policy, Raw, Snapshot
 from scrapy_cluster.rest.dashboard.records import appid_of_item, parse_lease
+from scrapy_cluster.stats import recrawl
 from scrapy_cluster.stats.reader import BacklogSource, ClusterReader, Reply
 from scrapy_cluster.stats.windows import window_seconds
 from scrapy_cluster.text import as_text
@@ -123,6 +127,7 @@ class SnapshotBuilder:
                    for domain in parts["active_domains"]}
         last_errors = batch.values([keys.crawler_domain_last_error(domain) for domain in domains])
         subqueues = {key: batch.ranked(keys.domain_queue(*key)) for key in queued}
+        recrawl = {spider: batch.recrawl_index(spider) for spider in parts["spiders"]}
         error_buckets = {name: batch.window_buckets(keys.crawler_error_stats(), name,
                                                     self.chart_window_s)
                          for name in parts["error_names"]}
@@ -131,7 +136,8 @@ class SnapshotBuilder:
             "node_infos": dict(zip(members, infos.value, strict=True)),
             "source_names": _values(source_names), "status_windows": _values(windows),
             "last_errors": dict(zip(domains, last_errors.value, strict=True)),
-            "subqueues": _values(subqueues), "error_buckets": _values(error_buckets)}}
+            "subqueues": _values(subqueues), "error_buckets": _values(error_buckets),
+            "recrawl": _values(recrawl)}}
 
     def _series_and_crawls(self, first: dict[str, Any], backlog: Mapping[str, Backlog],
                            second: dict[str, Any]) -> dict[str, Any]:
@@ -142,11 +148,15 @@ class SnapshotBuilder:
         views = [(spider, view) for spider, names in second["views"].items() for view in names]
         leases = first["parts"]["leases"]
         crawls = tables.crawls_with_work(parts["subqueues"], leases)
+        for spider, index in parts["recrawl"].items():
+            for crawlid, _ in index.due_ms:
+                crawls.setdefault((spider, crawlid), None)
         apps = {crawl: self._apps[crawl] for crawl in crawls if crawl in self._apps}
         apps.update({(lease.spiderid, lease.crawlid): lease.appid for lease in leases
                      if lease.appid is not None})
         unknown = {crawl: head for crawl, head in crawls.items()
                    if crawl not in apps and head is not None}
+        stateful = [crawl for crawl, head in crawls.items() if crawl not in apps and head is None]
         batch = self.reader.batch()
         buckets = {(source, name): batch.window_buckets(source.prefix, name, self.chart_window_s)
                    for source, name in series}
@@ -155,6 +165,7 @@ class SnapshotBuilder:
         heads = {(spider, crawlid): batch.list_head(keys.domain_subqueue(spider, domain, priority,
                                                                          crawlid))
                  for (spider, crawlid), (domain, priority) in unknown.items()}
+        states = {crawl: batch.raw_hash(keys.crawl_state(*crawl)) for crawl in stateful}
         counts = {(spider, crawlid): (batch.raw_hash(keys.crawl_counts(spider, crawlid)),
                                       batch.raw_hash(keys.crawl_funnel(spider, crawlid)))
                   for spider, crawlid in crawls}
@@ -168,6 +179,10 @@ class SnapshotBuilder:
             appid = appid_of_item(head.value)
             if appid is not None:
                 apps[crawl] = appid
+        for crawl, state in states.items():
+            appid_raw = state.value.get(b"appid")
+            if appid_raw:
+                apps[crawl] = as_text(appid_raw)
         return {"status_buckets": _values(buckets), "ready": ready, "crawl_apps": apps,
                 "crawl_counts": {crawl: (pair[0].value, pair[1].value)
                                  for crawl, pair in counts.items()}}
@@ -181,7 +196,9 @@ class SnapshotBuilder:
         batch.run()
         pending, in_flight, domains = tables.crawl_totals(counts.value)
         return {"spiderid": spiderid, "crawlid": crawlid, "funnel": tables.funnel(funnel.value),
-                "pending": pending, "in_flight": in_flight, "domains": domains}
+                "pending": pending, "in_flight": in_flight, "domains": domains,
+                "scheduled": recrawl.scheduled_of(counts.value),
+                "not_modified_share": recrawl.not_modified_share(funnel.value)}
 
 
 def _values(replies: Mapping[Any, Reply[Any]]) -> dict[Any, Any]:

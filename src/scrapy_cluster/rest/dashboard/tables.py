@@ -14,7 +14,7 @@ from scrapy_cluster.frontier.pause import HALT_UNTIL_MS
 from scrapy_cluster.rest.dashboard import classify
 from scrapy_cluster.rest.dashboard.model import CrawlKey, Policy, Raw, json_object
 from scrapy_cluster.rest.dashboard.records import LeaseRecord
-from scrapy_cluster.stats import reasons
+from scrapy_cluster.stats import reasons, recrawl
 from scrapy_cluster.text import as_text
 
 
@@ -143,6 +143,12 @@ def funnel(raw: Mapping[bytes, bytes]) -> dict[str, Any]:
 
 
 def crawls(raw: Raw) -> list[dict[str, Any]]:
+    """One row per crawl read; re-crawl fields: ``scheduled`` (URLs in its schedule),
+    ``oldest_overdue_s`` (age of its oldest URL due and not yet queued again, 0 when none is;
+    None when no schedule of it was read) and ``not_modified_share`` (``fetched:304`` over its
+    downloads, None before any)."""
+    due = {(spider, crawlid): due_ms for spider, index in raw.recrawl.items()
+           for crawlid, due_ms in index.due_ms}
     rows = []
     for (spider, crawlid), (counts, funnel_raw) in raw.crawl_counts.items():
         if not counts:
@@ -151,12 +157,31 @@ def crawls(raw: Raw) -> list[dict[str, Any]]:
         appid = raw.crawl_apps.get((spider, crawlid))
         expires = None if appid is None else raw.timeouts.get(
             keys.crawl_timeout(spider, appid, crawlid))
+        due_ms = due.get((spider, crawlid))
         rows.append({"spiderid": spider, "appid": appid, "crawlid": crawlid,
                      "pending": pending, "in_flight": in_flight, "domains": domain_count,
-                     "expires_s": expires, "funnel": funnel(funnel_raw)})
+                     "expires_s": expires, "funnel": funnel(funnel_raw),
+                     "scheduled": recrawl.scheduled_of(counts),
+                     "oldest_overdue_s": None if due_ms is None
+                     else recrawl.overdue_seconds(due_ms, raw.redis_now_ms),
+                     "not_modified_share": recrawl.not_modified_share(funnel_raw)})
     rows.sort(key=_busiest_crawl)
     return rows
 
 
 def _busiest_crawl(row: dict[str, Any]) -> tuple[int, str, str]:
     return -(int(row["pending"]) + int(row["in_flight"])), str(row["spiderid"]), str(row["crawlid"])
+
+
+def schedules(raw: Raw) -> dict[str, recrawl.SpiderSchedules]:
+    """Each spider's re-crawl schedules (``stats.recrawl``), aged on Redis TIME, from its
+    index and the counts and funnels of its crawls read."""
+    found = {}
+    for spider, index in sorted(raw.recrawl.items()):
+        pairs = {crawlid: raw.crawl_counts.get((spider, crawlid), ({}, {}))
+                 for crawlid, _ in index.due_ms}
+        found[spider] = recrawl.SpiderSchedules.build(
+            index, raw.redis_now_ms,
+            {crawlid: recrawl.scheduled_of(pair[0]) for crawlid, pair in pairs.items()},
+            {crawlid: pair[1] for crawlid, pair in pairs.items()})
+    return found

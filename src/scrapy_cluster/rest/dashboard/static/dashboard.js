@@ -102,6 +102,11 @@ function renderSummary(summary) {
     ["paused", num(summary.paused)], ["halted", num(summary.halted)],
     ["refused", reasonTotal(summary.refused), reasonText(summary.refused)],
     ["filtered", reasonTotal(summary.filtered), reasonText(summary.filtered)]];
+  if (summary.scheduled || summary.overdue_crawls) {
+    cards.push(["re-crawl URLs", num(summary.scheduled)]);
+    cards.push(["oldest overdue", summary.oldest_overdue_s > 0 ? duration(summary.oldest_overdue_s) : "none",
+      `${num(summary.overdue_crawls)} crawl(s) with URLs past their due time`]);
+  }
   const unserved = Object.entries(summary.unserved || {});
   if (unserved.length) {
     cards.push(["no crawler for", num(unserved.length), unserved.map(([spider, queued]) =>
@@ -239,6 +244,11 @@ function renderCrawls(page) {
     el("td", {}, row.spiderid), el("td", {}, row.appid || dash), el("td", {}, row.crawlid),
     el("td", { class: "num pending" }, num(row.pending)), el("td", { class: "num" }, num(row.in_flight)),
     el("td", { class: "num" }, num(row.domains)),
+    el("td", { class: "num" }, row.scheduled ? num(row.scheduled) : dash),
+    el("td", { class: row.oldest_overdue_s > 0 ? "num overdue" : "num" },
+      row.oldest_overdue_s > 0 ? duration(row.oldest_overdue_s) : dash),
+    el("td", { class: "num" }, row.not_modified_share === null || row.not_modified_share === undefined
+      ? dash : `${num(row.not_modified_share * 100, 1)} %`),
     el("td", {}, row.expires_s ? when(row.expires_s * 1000) : "never"), crawlActions(row))));
   pagerLabel("#crawls-pager", page);
 }
@@ -257,7 +267,9 @@ async function showFunnel(row) {
     const names = [...STAGES, ...Object.keys(data.funnel).filter((name) => !STAGES.includes(name))];
     const stages = names.filter((name) => name in data.funnel).map((name) =>
       el("li", { dataset: { stage: name } }, stageText(name, data.funnel[name])));
-    $("#funnel-crawl").textContent = `${row.crawlid} (pending ${num(data.pending)}, in flight ${num(data.in_flight)})`;
+    const recrawl = data.scheduled ? `, re-crawl ${num(data.scheduled)} scheduled` +
+      (data.not_modified_share === null ? "" : `, ${num(data.not_modified_share * 100, 1)} % unchanged`) : "";
+    $("#funnel-crawl").textContent = `${row.crawlid} (pending ${num(data.pending)}, in flight ${num(data.in_flight)}${recrawl})`;
     $("#funnel-stages").replaceChildren(...(stages.length ? stages : [el("li", {}, "nothing counted yet")]));
     $("#funnel").hidden = false;
   } catch (error) { message(`funnel: ${error.message}`, true); }
