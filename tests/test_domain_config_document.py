@@ -134,7 +134,8 @@ def test_a_recrawl_default_is_parsed_with_its_defaults_filled() -> None:
     assert document.throttles == {"shop.com": DomainThrottle(window_s=60.0, hits=5)}
     assert document.recrawls == {
         "news.com": {"interval": 3600, **RECRAWL_FILLED},
-        "shop.com": {"adaptive": {"min": 60, "max": 600, "inc": 0.4, "dec": 0.2},
+        "shop.com": {"adaptive": {"min": 60, "max": 600, "inc": 0.4, "dec": 0.2,
+                                  "estimate": False},
                      "links": False, "not_modified": "item"}}
 
 

@@ -220,12 +220,12 @@ def test_the_page_and_its_static_files_are_served(rest: str) -> None:
 
 STATIC = Path(tables.__file__).parent / "static"
 RECRAWL_INPUTS = ("recrawl_interval", "recrawl_min", "recrawl_max", "recrawl_until_in",
-                  "recrawl_max_cycles", "recrawl_links", "recrawl_not_modified")
+                  "recrawl_max_cycles", "recrawl_links", "recrawl_not_modified", "recrawl_estimate")
 NOW_S = 1_900_000_000.5
 FORM = {"url": " https://example.com/ ", "appid": "dashboard", "crawlid": "", "spiderid": "link",
         "maxdepth": "1", "priority": "5", "expires_in": "", "recrawl_interval": "",
         "recrawl_min": "", "recrawl_max": "", "recrawl_until_in": "", "recrawl_max_cycles": "",
-        "recrawl_links": True, "recrawl_not_modified": "item"}
+        "recrawl_links": True, "recrawl_not_modified": "item", "recrawl_estimate": False}
 
 
 def form_request(values: dict[str, Any]) -> Any:
@@ -252,6 +252,8 @@ CRAWL_ONLY = {"url": "https://example.com/", "appid": "dashboard", "crawlid": "g
     ({}, None),
     ({"recrawl_interval": "3600"}, {"interval": 3600}),
     ({"recrawl_min": "60", "recrawl_max": "86400"}, {"adaptive": {"min": 60, "max": 86400}}),
+    ({"recrawl_min": "60", "recrawl_max": "86400", "recrawl_estimate": True},
+     {"adaptive": {"min": 60, "max": 86400, "estimate": True}}),
     ({"recrawl_interval": "600", "recrawl_min": "60", "recrawl_max": "3600",
       "recrawl_until_in": "7200", "recrawl_max_cycles": "10", "recrawl_links": False,
       "recrawl_not_modified": "none"},
@@ -270,6 +272,8 @@ def test_the_crawl_form_adds_a_recrawl_only_when_one_is_asked_for(
 @pytest.mark.parametrize(("inputs", "error"), [
     ({"recrawl_max_cycles": "3"}, "re-crawl needs an interval or adaptive min and max"),
     ({"recrawl_links": False}, "re-crawl needs an interval or adaptive min and max"),
+    ({"recrawl_interval": "60", "recrawl_estimate": True},
+     "estimating change rates needs adaptive min and max"),
     ({"recrawl_min": "60"}, "adaptive re-crawl needs both min and max"),
 ])
 def test_the_crawl_form_refuses_an_incomplete_recrawl(inputs: dict[str, Any], error: str) -> None:

@@ -4,6 +4,7 @@ and the verdict on each fetch (pure: no server)."""
 from __future__ import annotations
 
 import logging
+import math
 from email.utils import formatdate
 from typing import Any
 
@@ -14,6 +15,7 @@ from scrapy_cluster.crawler.common.lease_state import FlushPlan, LeaseState
 from scrapy_cluster.crawler.common.revisit import (
     RecrawlPolicy,
     RevisitState,
+    change_rate,
     conditional_headers,
     digest,
     judge,
@@ -120,7 +122,19 @@ def test_a_304_is_not_modified_keeps_the_digest_and_takes_the_validators_it_send
                          headers={"etag": '"v2"'})
     assert (verdict.not_modified, verdict.changed) == (True, False)
     assert (verdict.state.digest, verdict.state.etag, verdict.state.last_modified_s) == \
-        (previous.digest, '"v2"', LM)
+        (previous.digest, '"v2"', None)
+
+
+@pytest.mark.parametrize(("headers", "kept"), [
+    ({"ETag": '"v1"', "Last-Modified": LM_TEXT}, ('"v1"', None)),
+    ({"Last-Modified": LM_TEXT}, (None, LM)),
+    ({"ETag": "has space", "Last-Modified": LM_TEXT}, (None, LM)),
+])
+def test_a_last_modified_is_kept_only_without_an_etag(
+        headers: dict[str, str], kept: tuple[str | None, int | None]) -> None:
+    """RFC 9110 13.1.3: a server ignores If-Modified-Since when If-None-Match is sent."""
+    verdict = verdict_of(policy(interval=60), None, status=200, body=b"x", headers=headers)
+    assert (verdict.state.etag, verdict.state.last_modified_s) == kept
 
 
 def test_a_200_with_the_same_body_is_not_modified() -> None:
@@ -245,3 +259,37 @@ def test_a_postponed_ack_keeps_its_revisits() -> None:
     leases.finish("a")
     leases.ack_postponed(leases.plan_flush())
     assert leases.plan_flush().revisits == {"a": Revisit(1000, "1,1,,,")}
+
+
+# --- the change-rate estimator ---------------------------------------------------------------
+
+def test_the_estimate_follows_cho_and_garcia_molina() -> None:
+    assert change_rate(10, 5, 1000.0) == pytest.approx(-math.log(5.5 / 10.5) / 100)
+    assert change_rate(4, 0, 400.0) == pytest.approx(0.5 / (4.5 * 100))
+
+
+def test_an_estimating_policy_keeps_its_history_and_sets_sqrt_target_over_rate() -> None:
+    rules = policy(interval=100, adaptive={"min": 10, "max": 10_000, "estimate": True})
+    first = verdict_of(rules, None, status=200, body=b"a", now_s=1000.0)
+    assert (first.state.interval_s, first.state.changes, first.state.first_s) == (100, 0, 1000)
+    assert RevisitState.parse(first.state.encode()) == first.state
+    second = verdict_of(rules, first.state, status=200, body=b"b", now_s=1100.0)
+    assert (second.state.changes, second.state.interval_s) == (1, 80)  # too little history
+    third = verdict_of(rules, second.state, status=304, body=b"", now_s=1180.0)
+    rate = change_rate(2, 1, 180.0)
+    assert (third.state.changes, third.state.fetches) == (1, 3)
+    assert third.state.interval_s == round(math.sqrt(100 / rate))
+
+
+def test_a_page_that_changes_at_every_fetch_is_fetched_more_often_than_a_quiet_one() -> None:
+    rules = policy(interval=100, adaptive={"min": 10, "max": 10_000, "estimate": True})
+    busy = quiet = None
+    now = 0.0
+    for fetch in range(8):
+        busy = verdict_of(rules, busy.state if busy else None, status=200,
+                          body=str(fetch).encode(), now_s=now)
+        quiet = verdict_of(rules, quiet.state if quiet else None, status=304 if fetch else 200,
+                           body=b"same", now_s=now)
+        now += 100
+    assert busy is not None and quiet is not None
+    assert 10 <= busy.state.interval_s < 100 < quiet.state.interval_s <= 10_000

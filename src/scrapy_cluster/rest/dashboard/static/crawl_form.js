@@ -27,6 +27,7 @@ function buildRecrawl(values, nowS) {
   const cycles = text("recrawl_max_cycles");
   const noLinks = values.recrawl_links === false;
   const noItem = text("recrawl_not_modified") === "none";
+  const estimate = values.recrawl_estimate === true;
   if (!interval && !min && !max) {
     if (untilIn || cycles || noLinks || noItem) {
       throw new Error("re-crawl needs an interval or adaptive min and max");
@@ -34,9 +35,11 @@ function buildRecrawl(values, nowS) {
     return null;
   }
   if (Boolean(min) !== Boolean(max)) throw new Error("adaptive re-crawl needs both min and max");
+  if (estimate && !min) throw new Error("estimating change rates needs adaptive min and max");
   const recrawl = {};
   if (interval) recrawl.interval = Number(interval);
   if (min) recrawl.adaptive = { min: Number(min), max: Number(max) };
+  if (min && estimate) recrawl.adaptive.estimate = true;
   if (untilIn) recrawl.until = Math.floor(nowS) + Number(untilIn);
   if (cycles) recrawl.max_cycles = Number(cycles);
   if (noLinks) recrawl.links = false;
