@@ -417,3 +417,24 @@ def test_monitoring_update_reports_rates_statuses_limits_and_backlog(harness: Ha
     assert event["backlog"] == {"total": 2, "link": {"total": 2,
                                                       "domains": {"a.com": 1, "b.com": 1}}}
     assert event["crawler"]["link"]["200"]["lifetime"] == 6
+
+
+def test_info_of_a_crawl_waiting_for_its_schedule_says_scheduled(harness: Harness) -> None:
+    from scrapy_cluster.frontier import DispatchView, Revisit
+
+    enqueue(harness, "c1", [("http://a.com/1", 1), ("http://b.com/1", 1)])
+    leased = harness.frontier.pop(DispatchView("link", "10.0.0.1"), 2).requests
+    before_s = harness.redis.time()[0]
+    harness.frontier.ack([item.lease_id for item in leased],
+                         revisits={item.lease_id: Revisit(600_000, "a") for item in leased})
+    after_s = harness.redis.time()[0]
+    harness.info("u4", "c1")
+    harness.info("u5")
+    one, app = harness.answers(2)
+    next_due = one.pop("next_due")
+    assert before_s + 600 <= next_due <= after_s + 602
+    assert {name: one[name] for name in ("status", "scheduled", "due", "total_pending")} == {
+        "status": "scheduled", "scheduled": 2, "due": 0, "total_pending": 0}
+    assert "reason" not in one
+    assert {name: app["crawlids"]["c1"][name] for name in ("status", "scheduled", "total")} == {
+        "status": "scheduled", "scheduled": 2, "total": 0}
