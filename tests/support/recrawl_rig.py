@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from scrapy_cluster.bus import create_bus, topics
+from scrapy_cluster.errors import BusUnavailableError
 from scrapy_cluster.kafka_monitor.app import open_monitor as open_kafka_monitor
 from scrapy_cluster.redis_monitor.app import open_monitor as open_redis_monitor
 from scrapy_cluster.settings import load_settings
@@ -60,7 +61,11 @@ class Watch:
 
     def poll(self) -> None:
         for kind, reader in self.readers.items():
-            batch = [message.value for message in reader.poll(500, 0.05) if message.value]
+            try:
+                batch = [message.value for message in reader.poll(500, 0.05) if message.value]
+            except BusUnavailableError:  # Redis restarting (a fault test): read again later
+                time.sleep(0.2)
+                continue
             self.seen[kind] += [(time.time(), value) for value in batch]
 
     def until(self, predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
@@ -99,6 +104,7 @@ class Rig:
     watch: Watch
     mutator: Mutator
     grace_s: float
+    redis: RedisServer
 
     def records(self) -> list[LogRecord]:
         assert self.nginx.access_log is not None
@@ -170,15 +176,17 @@ def monitors(redis_url: str, data_dir: Path, settings: dict[str, Any]) -> Iterat
 
 
 @contextmanager
-def rig(workdir: Path, config: RevisitSiteConfig, settings: dict[str, Any]) -> Iterator[Rig]:
-    """nginx serving ``config``'s site, a private redis-server, both monitors (with
+def rig(workdir: Path, config: RevisitSiteConfig, settings: dict[str, Any], *,
+        redis_persist: bool = False) -> Iterator[Rig]:
+    """nginx serving ``config``'s site, a private redis-server (with AOF when
+    ``redis_persist``, so a fault test can restart it on its data), both monitors (with
     ``settings``) and a ``FastCluster`` (crawlers started by the test), all stopped after."""
     binary = find_nginx()
     if binary is None:
         service_unavailable(RuntimeError("nginx is not installed (apt-get install nginx-light)"))
     workdir.chmod(0o755)
     site = RevisitSite(config, free_port(config.hosts[0]))
-    server = started(RedisServer(workdir / "redis"))
+    server = started(RedisServer(workdir / "redis", persist=redis_persist))
     nginx = RevisitNginx(site, workdir / "nginx", binary=str(binary), status_port=free_port(),
                          access_log=workdir / "access.log")
     with ExitStack() as stack:
@@ -192,4 +200,4 @@ def rig(workdir: Path, config: RevisitSiteConfig, settings: dict[str, Any]) -> I
         watch = Watch(settings)
         stack.callback(watch.close)
         yield Rig(site, nginx, cluster, watch, Mutator(site, workdir / "changes.log"),
-                  float(settings.get("CRAWL_COMPLETE_GRACE_S", 3.0)))
+                  float(settings.get("CRAWL_COMPLETE_GRACE_S", 3.0)), server)
