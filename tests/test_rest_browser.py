@@ -115,11 +115,14 @@ def cluster(redis_client: redis.Redis, redis_url: str, tmp_path: Path
 
 
 def wait_until(driver: Any, condition: Callable[[Any], Any], what: str) -> Any:
-    from selenium.common.exceptions import TimeoutException
+    """``condition`` true within WAIT_S; an element the dashboard re-rendered between finding
+    it and reading it (every snapshot replaces the table rows) counts as "not yet"."""
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
     try:
-        return WebDriverWait(driver, WAIT_S, poll_frequency=0.2).until(condition)
+        return WebDriverWait(driver, WAIT_S, poll_frequency=0.2,
+                             ignored_exceptions=(StaleElementReferenceException,)).until(condition)
     except TimeoutException:
         messages = [item.text for item in driver.find_elements("css selector", ".message")]
         raise AssertionError(f"{what} not seen within {WAIT_S} s; messages: {messages}") from None
@@ -128,6 +131,17 @@ def wait_until(driver: Any, condition: Callable[[Any], Any], what: str) -> Any:
 def crawl_row(driver: Any, crawlid: str) -> Any:
     rows = driver.find_elements("css selector", f'#crawls tr[data-crawlid="{crawlid}"]')
     return rows[0] if rows else None
+
+
+def click_in_row(driver: Any, crawlid: str, selector: str) -> bool:
+    """Click ``selector`` in the crawl's row; False while the row is not there (a re-render
+    between finding and clicking raises StaleElementReferenceException: ``wait_until`` tries
+    again)."""
+    row = crawl_row(driver, crawlid)
+    if row is None:
+        return False
+    row.find_element("css selector", selector).click()
+    return True
 
 
 def save_screenshot(driver: Any, tmp_path: Path) -> Path:
@@ -186,11 +200,11 @@ def test_submit_watch_throttle_and_stop_a_crawl_in_the_browser(
     assert browser.find_elements(By.CSS_SELECTOR, "#errors-domain img") == []
     save_screenshot(browser, tmp_path)
 
-    crawl_row(browser, "ui-crawl-1").find_element(By.CSS_SELECTOR, "button.funnel").click()
+    wait_until(browser, lambda d: click_in_row(d, "ui-crawl-1", "button.funnel"), "the funnel button")
     wait_until(browser, lambda d: d.find_element(By.ID, "funnel").is_displayed()
                and "ui-crawl-1" in d.find_element(By.ID, "funnel-crawl").text, "the funnel")
 
-    crawl_row(browser, "ui-crawl-1").find_element(By.CSS_SELECTOR, "button.stop").click()
+    wait_until(browser, lambda d: click_in_row(d, "ui-crawl-1", "button.stop"), "the stop button")
     confirm = wait_until(browser, lambda d: d.find_elements(By.CSS_SELECTOR,
                                                             "#crawls button.confirm-stop"),
                          "the confirm step")
