@@ -18,9 +18,19 @@ from typing import Any
 import pytest
 
 from scrapy_cluster.sitegen.throttle_measure import max_in_window
-from tests.support.addresses import RECRAWL_NGINX
 from tests.support.nginx import find_nginx
-from tests.support.recrawl_rig import APPID, rig
+from tests.support.recrawl_rig import (
+    APPID,
+    CRAWLER_ENV,
+    ENGINES,
+    HOSTS,
+    INTERVAL_S,
+    MONITOR_ENV,
+    SCHEDULE_SITE,
+    THROTTLE_HITS,
+    THROTTLE_WINDOW_S,
+    rig,
+)
 from tests.support.revisit_site import (
     Change,
     LogRecord,
@@ -37,19 +47,7 @@ from tests.support.starting import service_unavailable
 
 pytestmark = pytest.mark.integration
 
-HOSTS = RECRAWL_NGINX.hosts(1, 2)
-INTERVAL_S, CYCLES = 2, 3
-THROTTLE_HITS, THROTTLE_WINDOW_S = 4, 1
-GRACE_S = 1.0
-LEASE_TIMEOUT_S = 2
-ENGINES = ["fast", "scrapy"]
-CRAWLER_ENV = {"QUEUE_HITS": str(THROTTLE_HITS), "QUEUE_WINDOW": str(THROTTLE_WINDOW_S),
-               "LEASE_TIMEOUT": str(LEASE_TIMEOUT_S)}
-MONITOR_ENV = {"CRAWL_COMPLETE_GRACE_S": GRACE_S, "LEASE_TIMEOUT": LEASE_TIMEOUT_S,
-               "QUEUE_HITS": THROTTLE_HITS, "QUEUE_WINDOW": THROTTLE_WINDOW_S}
-
-
-SCHEDULE_SITE = RevisitSiteConfig(HOSTS, pages_per_host=6, links_per_page=3)
+CYCLES = 3
 SLOW_SITE = RevisitSiteConfig(HOSTS, pages_per_host=3, links_per_page=1, page_bytes=1200,
                               rate_limit_bytes_s=600)
 

@@ -11,8 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.recrawl_rig import APPID, rig
-from tests.test_recrawl_nginx import CRAWLER_ENV, ENGINES, INTERVAL_S, MONITOR_ENV, SCHEDULE_SITE
+from tests.support.recrawl_rig import (
+    APPID,
+    CRAWLER_ENV,
+    ENGINES,
+    INTERVAL_S,
+    MONITOR_ENV,
+    SCHEDULE_SITE,
+    rig,
+)
 
 pytestmark = pytest.mark.integration
 

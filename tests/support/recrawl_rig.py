@@ -22,6 +22,7 @@ from scrapy_cluster.errors import BusUnavailableError
 from scrapy_cluster.kafka_monitor.app import open_monitor as open_kafka_monitor
 from scrapy_cluster.redis_monitor.app import open_monitor as open_redis_monitor
 from scrapy_cluster.settings import load_settings
+from tests.support.addresses import RECRAWL_NGINX
 from tests.support.cluster import FastCluster
 from tests.support.nginx import find_nginx
 from tests.support.revisit_site import (
@@ -35,6 +36,20 @@ from tests.support.revisit_site import (
 )
 from tests.support.services import RedisServer, free_port
 from tests.support.starting import service_unavailable, started
+
+# the scheduled crawl of the re-crawl tests (tests/test_recrawl_nginx.py, and its Redis restart
+# in tests/reliability/test_recrawl_faults.py)
+HOSTS = RECRAWL_NGINX.hosts(1, 2)
+INTERVAL_S = 2
+THROTTLE_HITS, THROTTLE_WINDOW_S = 4, 1
+GRACE_S = 1.0
+LEASE_TIMEOUT_S = 2
+ENGINES = ["fast", "scrapy"]
+CRAWLER_ENV = {"QUEUE_HITS": str(THROTTLE_HITS), "QUEUE_WINDOW": str(THROTTLE_WINDOW_S),
+               "LEASE_TIMEOUT": str(LEASE_TIMEOUT_S)}
+MONITOR_ENV: dict[str, Any] = {"CRAWL_COMPLETE_GRACE_S": GRACE_S, "LEASE_TIMEOUT": LEASE_TIMEOUT_S,
+                               "QUEUE_HITS": THROTTLE_HITS, "QUEUE_WINDOW": THROTTLE_WINDOW_S}
+SCHEDULE_SITE = RevisitSiteConfig(HOSTS, pages_per_host=6, links_per_page=3)
 
 PREFIX = "recrawl"
 APPID = "recrawl"

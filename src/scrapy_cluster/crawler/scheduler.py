@@ -19,6 +19,11 @@ A popped request with a ``recrawl`` policy (``common/revisit.py``) gets the cond
 headers of its previous fetch and lets a 304 through to its callback
 (``handle_httpstatus_list``); ``RecrawlMiddleware`` judges its response and
 ``schedule_revisit`` hands the verdict's ``Revisit`` to the lease book, acknowledged with it.
+
+A popped request carrying ``sitemap`` (a robots.txt or a sitemap, ``common/sitemap_flow.py``)
+is given the spider's ``parse_sitemap_response`` as its callback (a ``ClusterSpider``'s: it
+queues what the response lists and yields no item); a redirect of it keeps ``sitemap`` and the
+callback it was queued with.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from scrapy_cluster.crawler.common.meta import (
 )
 from scrapy_cluster.crawler.common.public_ip import PublicIpRefresher
 from scrapy_cluster.crawler.common.resolution import cluster_settings
+from scrapy_cluster.crawler.common.sitemap_flow import SITEMAP_FIELD
 from scrapy_cluster.crawler.funnel_hooks import funnel_for
 from scrapy_cluster.crawler.lease_book import LeaseBook
 from scrapy_cluster.crawler.serialization import request_from_dict, request_to_dict
@@ -184,6 +190,12 @@ class DistributedScheduler(BaseScheduler):
                 self.give_back(parent, exc, url=request.url)
                 return True  # not dropped: it comes again with its page
         data["redirect_times"] = int(request.meta["redirect_times"])
+        stored = self.leases.request(request.meta[LEASE_META_KEY]) or {}
+        if SITEMAP_FIELD in stored:  # still a sitemap, with the callback it was queued with
+            data[SITEMAP_FIELD] = stored[SITEMAP_FIELD]
+            data.pop("callback", None)
+            if stored.get("callback"):
+                data["callback"] = stored["callback"]
         refetch = request.meta.get(RECRAWL_META_KEY)
         if refetch is not None:
             _forget_refetch(data, refetch)
@@ -240,6 +252,10 @@ class DistributedScheduler(BaseScheduler):
             request.meta[ENQUEUED_META_KEY] = enqueued_at_s
         if recrawl.RECRAWL_FIELD in leased.request:
             _conditional(request, leased)
+        if SITEMAP_FIELD in leased.request:  # a robots.txt or a sitemap: read as one
+            callback = getattr(self.spider, "parse_sitemap_response", None)
+            if callback is not None:
+                request.callback = callback
         return request
 
     def _view(self) -> Any:

@@ -193,6 +193,7 @@ class CrawlCounts:
 FUNNEL_COUNTS = ("submitted", "queued", "deduplicated", "retried", "dropped", "delivered")
 FILTERED_PREFIX = "filtered:"
 FETCHED_PREFIX = "fetched:"
+SITEMAP_PREFIX = "sitemap:"
 
 
 @dataclass
@@ -200,7 +201,9 @@ class CrawlFunnel:
     """What happened to the URLs of one crawl (``keys.crawl_funnel``; docs/api.md, "URL funnel").
 
     ``filtered``: reason -> URLs dropped by the crawl's rules; ``fetched``: status (text, ``0``
-    = no response) -> downloads. Every count is 0 for a crawl never seen.
+    = no response) -> downloads; ``sitemaps``: reason -> sitemaps whose reading stopped early
+    (``too_large``, ``dtd``, ...; present only for a crawl that had such a stop). Every count is 0
+    for a crawl never seen.
     """
 
     submitted: int = 0
@@ -211,6 +214,7 @@ class CrawlFunnel:
     retried: int = 0
     dropped: int = 0
     delivered: int = 0
+    sitemaps: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_hash(cls, raw: Mapping[Any, Any]) -> CrawlFunnel:
@@ -223,6 +227,8 @@ class CrawlFunnel:
                 funnel.filtered[text.removeprefix(FILTERED_PREFIX)] = count
             elif text.startswith(FETCHED_PREFIX):
                 funnel.fetched[text.removeprefix(FETCHED_PREFIX)] = count
+            elif text.startswith(SITEMAP_PREFIX):
+                funnel.sitemaps[text.removeprefix(SITEMAP_PREFIX)] = count
             elif text in FUNNEL_COUNTS:
                 setattr(funnel, text, count)
         return funnel
@@ -233,7 +239,8 @@ class CrawlFunnel:
         return {"submitted": self.submitted, "queued": self.queued,
                 "deduplicated": self.deduplicated, "filtered": dict(sorted(self.filtered.items())),
                 "fetched": dict(sorted(self.fetched.items(), key=lambda kv: (len(kv[0]), kv[0]))),
-                "retried": self.retried, "dropped": self.dropped, "delivered": self.delivered}
+                "retried": self.retried, "dropped": self.dropped, "delivered": self.delivered,
+                **({"sitemaps": dict(sorted(self.sitemaps.items()))} if self.sitemaps else {})}
 
 
 CRAWL_STATUSES = ("running", "complete", "stopped", "expired")

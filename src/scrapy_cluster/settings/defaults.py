@@ -342,6 +342,13 @@ _declare("Crawler", "CRAWLER_MAX_LINKS_PER_PAGE", 1000,
          "Most distinct links read from one page (into its item and towards the frontier); "
          "the rest are counted in the item's `links_dropped` and the crawl's funnel "
          "(`filtered:max_links`). 0 = no limit.", (CR,))
+_declare("Crawler", "SITEMAP_MAX_URLS", 50000,
+         "Entries read from one sitemap file (sitemaps.org's limit); the rest are not read, "
+         "and the stop is logged and counted in the crawl's funnel (`sitemaps.too_many_urls`).",
+         (CR,))
+_declare("Crawler", "SITEMAP_MAX_BYTES", 52428800,
+         "Bytes of one sitemap file after gzip inflation (sitemaps.org's 50 MB); inflating "
+         "stops there, so a gzip bomb costs at most this (`sitemaps.too_large`).", (CR,))
 _declare("Crawler", "CRAWLER_SPIDER", "link",
          "Spider `scrapy-cluster crawler` runs: `link`, `wandering` or `package.module:Class`.",
          (CR,))

@@ -61,11 +61,17 @@ def timestamp(now_s: float) -> str:
 
 def _identity(meta: Mapping[str, Any]) -> dict[str, Any]:
     """Who asked for the page; plus ``depth_upgrade: true`` when the URL was fetched before in
-    this crawl and comes again because it was found at a smaller depth (see docs/crawler.md)."""
+    this crawl and comes again because it was found at a smaller depth (see docs/crawler.md),
+    and ``sitemap_lastmod`` when a sitemap listed it with a ``<lastmod>``."""
     identity = {"appid": meta.get("appid"), "crawlid": meta.get("crawlid"),
                 "spiderid": meta.get("spiderid"), "attrs": meta.get("attrs")}
     if meta.get("depth_upgrade"):
         identity["depth_upgrade"] = True
+    nested = meta.get("meta")
+    lastmod = meta.get("sitemap_lastmod", nested.get("sitemap_lastmod")
+                       if isinstance(nested, Mapping) else None)
+    if lastmod is not None:  # the page came from a sitemap entry with a <lastmod> (epoch s)
+        identity["sitemap_lastmod"] = lastmod
     return identity
 
 

@@ -15,6 +15,13 @@ A request with a ``recrawl`` policy (``common/revisit.py``) is sent with the con
 of its previous fetch; a 304, or a body equal to the previous one, extracts no link and gives a
 small ``not_modified`` item (or none, per the policy); the verdict's ``Revisit`` goes with the
 lease's acknowledgement. A request without one costs one dict lookup more.
+
+A request carrying ``sitemap`` (a robots.txt or a sitemap, ``common/sitemap_flow.py``) is
+fetched the same way, but its response is no page: where a page's links would be read, the
+requests its ``Sitemap:`` lines or entries make are queued in batches (each ONE
+``enqueue_many(dedupe=True)``), its refusals and stop counted in the funnel, and no item is
+sent; the lease is finished after the last batch. A request without one costs one dict lookup
+more.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from scrapy_cluster.crawler.common import items
 from scrapy_cluster.crawler.common import revisit as recrawl
 from scrapy_cluster.crawler.common.funnel import ROBOTS_MESSAGE, FunnelCounter
 from scrapy_cluster.crawler.common.response_stats import NO_RESPONSE
+from scrapy_cluster.crawler.common.sitemap_flow import SITEMAP_FIELD, SitemapFlow
 from scrapy_cluster.crawler.fast.async_lease_book import AsyncLeaseBook
 from scrapy_cluster.crawler.fast.domain_hooks import Politeness
 from scrapy_cluster.crawler.fast.extract import Extractor
@@ -275,6 +283,9 @@ class PageProcessor:
     async def _page(self, leased: LeasedRequest, request: FetchRequest,
                     response: FetchResponse, refetch: recrawl.Refetch | None = None) -> None:
         stored = leased.request
+        if SITEMAP_FIELD in stored:  # a robots.txt or a sitemap: no page
+            await self._sitemap(leased, request, response, refetch)
+            return
         verdict = None
         if refetch is not None:
             verdict = refetch.judge(depth=stored.get("curdepth"), status=response.status,
@@ -313,6 +324,35 @@ class PageProcessor:
             self.leases.schedule(leased.lease_id, verdict.revisit)
             recrawl.mark_item(item, verdict)
         self.send(item)
+        self.leases.finish(leased.lease_id)
+
+    async def _sitemap(self, leased: LeasedRequest, request: FetchRequest,
+                       response: FetchResponse, refetch: recrawl.Refetch | None) -> None:
+        """A robots.txt or sitemap response: the requests it makes queued batch by batch (a
+        large body parsed in a worker thread), counts and log lines, no item; the lease
+        finished last (given back when Redis is unreachable)."""
+        stored = leased.request
+        verdict = None
+        if refetch is not None:
+            verdict = refetch.judge(depth=stored.get("curdepth"), status=response.status,
+                                    headers=dict(response.headers), body=response.body,
+                                    now_s=self.now_s())
+        if verdict is None or not verdict.not_modified:  # an unchanged sitemap is not read
+            flow = SitemapFlow(stored, status=response.status,
+                               content_type=last_header(response.headers, "Content-Type"),
+                               body=response.body, limits=self.policy.sitemap_limits)
+            batches = iter(flow)
+            offload = len(response.body) > OFFLOAD_EXTRACT_BYTES
+            while (batch := await asyncio.to_thread(next, batches, None) if offload
+                   else next(batches, None)) is not None:
+                if not await self._enqueue(leased, batch, dedupe=True, url=request.url):
+                    return
+            for name, count in flow.funnel.items():
+                self.funnel.add(stored, name, count)
+            for line in flow.logs:
+                logger.log(line.level, line.message, extra=line.fields)
+        if verdict is not None:
+            self.leases.schedule(leased.lease_id, verdict.revisit)
         self.leases.finish(leased.lease_id)
 
     def _not_modified(self, leased: LeasedRequest, request: FetchRequest,

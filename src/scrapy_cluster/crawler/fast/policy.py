@@ -16,6 +16,8 @@ from scrapy.downloadermiddlewares.httpcompression import ACCEPTED_ENCODINGS
 
 from scrapy_cluster.crawler.common.address_guard import IpNetwork
 from scrapy_cluster.crawler.common.resolution import scrapy_settings
+from scrapy_cluster.crawler.common.sitemap_flow import limits_from_settings
+from scrapy_cluster.crawler.common.sitemaps import DEFAULT_LIMITS, SitemapLimits
 
 ENVELOPE_MARGIN_BYTES = 1024
 """As ``pipelines.BusPipeline``: room for the bus envelope under BUS_MAX_MESSAGE_BYTES."""
@@ -41,6 +43,7 @@ class PagePolicy:
     accept_encoding: str = "gzip, deflate, br, zstd"
     allowed_networks: tuple[IpNetwork, ...] | None = ()
     max_item_bytes: int = 1024 * 1024 - ENVELOPE_MARGIN_BYTES
+    sitemap_limits: SitemapLimits = DEFAULT_LIMITS
 
     @classmethod
     def from_settings(cls, cluster: Mapping[str, Any]) -> PagePolicy:
@@ -67,4 +70,5 @@ class PagePolicy:
             allowed_networks=None if private_ok else networks,
             max_item_bytes=max(4096, int(cluster["BUS_MAX_MESSAGE_BYTES"])
                                - ENVELOPE_MARGIN_BYTES),
+            sitemap_limits=limits_from_settings(cluster),
         )

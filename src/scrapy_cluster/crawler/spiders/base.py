@@ -9,6 +9,10 @@ frontier in ONE round trip without building a Scrapy ``Request`` per link.
 A re-crawled URL (a ``recrawl`` policy, ``common/revisit.py``) whose page did not change (a 304
 or the same body) should produce ``not_modified_output(response)`` instead of reading its
 links; the shipped spiders do. Its page item carries ``recrawl_fetch``.
+
+A popped robots.txt or sitemap request (``sitemap``, ``common/sitemap_flow.py``) is answered by
+``parse_sitemap_response`` (the scheduler makes it the callback): it queues what the response
+lists, in batches, and yields no item.
 """
 
 from __future__ import annotations
@@ -30,11 +34,15 @@ from scrapy_cluster.crawler.common import revisit as recrawl
 from scrapy_cluster.crawler.common.items import headers_to_dict
 from scrapy_cluster.crawler.common.link_rules import PageLinks
 from scrapy_cluster.crawler.common.resolution import cluster_settings
+from scrapy_cluster.crawler.common.sitemap_flow import SitemapFlow, limits_from_settings
+from scrapy_cluster.crawler.common.sitemaps import DEFAULT_LIMITS, SitemapLimits
 from scrapy_cluster.crawler.funnel_hooks import funnel_for, refusal_reason
 from scrapy_cluster.crawler.middlewares import PageGivenBack, RequeuedForRetry, cluster_scheduler
 from scrapy_cluster.crawler.page_links import page_links
 from scrapy_cluster.log import configure_logging, request_fields
 from scrapy_cluster.outage import is_redis_outage
+
+logger = logging.getLogger(__name__)
 
 
 class ClusterSpider(Spider):
@@ -43,6 +51,7 @@ class ClusterSpider(Spider):
     _logger: logging.Logger
     base64_bodies: bool = False
     max_links_per_page: int = 0
+    sitemap_limits: SitemapLimits = DEFAULT_LIMITS
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> ClusterSpider:
@@ -51,6 +60,7 @@ class ClusterSpider(Spider):
         spider._logger = configure_logging(settings, prefix="SC_")
         spider.base64_bodies = bool(settings["KAFKA_BASE_64_ENCODE"])
         spider.max_links_per_page = int(settings["CRAWLER_MAX_LINKS_PER_PAGE"])
+        spider.sitemap_limits = limits_from_settings(settings)
         return spider
 
     async def start(self) -> AsyncIterator[Any]:
@@ -126,6 +136,46 @@ class ClusterSpider(Spider):
         if filtered:  # counted once the page is through (not again when it is given back)
             funnel_for(self.crawler).add_filtered(base, filtered)
         return queued
+
+    def parse_sitemap_response(self, response: Response) -> Iterator[dict[str, Any]]:
+        """The callback of a robots.txt or sitemap request: what it lists is queued, no item.
+        An unchanged sitemap of a re-crawl is not read again."""
+        if self.not_modified_output(response) is None:
+            self.enqueue_sitemap(response)
+        yield from ()
+
+    def enqueue_sitemap(self, response: Response) -> None:
+        """Queue the requests a robots.txt or sitemap response makes (``SitemapFlow``): one
+        round trip per batch, dedupe on; refusals and a parser stop are counted in the crawl's
+        URL funnel once every batch is queued. When Redis is unreachable the lease is given
+        back, as in ``enqueue_links``."""
+        scheduler = cluster_scheduler(self.crawler)
+        if scheduler is None:
+            raise RuntimeError("enqueue_sitemap needs the cluster scheduler (SCHEDULER setting)")
+        lease_id = response.meta.get(crawl_meta.LEASE_META_KEY)
+        stored = scheduler.leases.request(lease_id) if lease_id is not None else None
+        if stored is None:  # not a popped request of this process: nothing to copy
+            logger.warning("sitemap response without its queued request", extra={
+                "url": response.url})
+            return
+        content_type = response.headers.get(b"Content-Type")
+        flow = SitemapFlow(stored, status=response.status, body=response.body,
+                           limits=self.sitemap_limits,
+                           content_type=None if content_type is None
+                           else content_type.decode("latin-1"))
+        for batch in flow:
+            try:
+                scheduler.enqueue_dicts(batch, dedupe=True)
+            except Exception as exc:
+                if not is_redis_outage(exc):
+                    raise
+                scheduler.give_back(lease_id, exc, url=response.url)
+                raise PageGivenBack(response.url) from exc
+        funnel = funnel_for(self.crawler)
+        for name, count in flow.funnel.items():
+            funnel.add(stored, name, count)
+        for line in flow.logs:
+            logger.log(line.level, line.message, extra=line.fields)
 
     def errback(self, failure: Failure) -> Iterator[dict[str, Any]]:
         """A request failed for good: produce an error item (unless it was queued for retry)."""
