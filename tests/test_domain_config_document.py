@@ -161,7 +161,8 @@ def test_a_recrawl_entry_with_a_partial_throttle_or_an_unknown_field_is_refused(
     with pytest.raises(DomainConfigError, match="domain 'a.com': 'window' is required"):
         parse("domains: {a.com: {hits: 1, recrawl: {interval: 60}}}")
     with pytest.raises(DomainConfigError, match=r"unknown field\(s\) burst \(allowed: window, "
-                                                r"hits, scale, moderated, recrawl\)"):
+                                                r"hits, scale, moderated, recrawl, "
+                                                r"sitemaps\)"):
         parse("domains: {a.com: {burst: 1, recrawl: {interval: 60}}}")
 
 
@@ -193,3 +194,44 @@ def test_throttle_and_blacklist_changes_keep_the_recrawl_defaults() -> None:
 def test_a_past_until_is_kept_so_that_a_stored_document_stays_readable() -> None:
     assert parse("domains: {a.com: {recrawl: {interval: 60, until: 5}}}").recrawls == {
         "a.com": {"interval": 60, "until": 5, **RECRAWL_FILLED}}
+
+
+# --- the per-domain sitemaps default -----------------------------------------------------------
+
+def test_a_sitemaps_default_is_parsed_alone_or_beside_a_throttle_and_a_recrawl() -> None:
+    document = parse("domains:\n  www.news.com: {sitemaps: paths}\n"
+                     "  shop.com: {window: 60, hits: 5, recrawl: {interval: 60}, "
+                     "sitemaps: [https://cdn.shop.net/sitemap.xml]}\n"
+                     "  quiet.org: {sitemaps: off}")
+    assert document.throttles == {"shop.com": DomainThrottle(window_s=60.0, hits=5)}
+    assert document.recrawls == {"shop.com": {"interval": 60, **RECRAWL_FILLED}}
+    assert document.sitemaps == {"news.com": "paths", "quiet.org": "off",
+                                 "shop.com": ["https://cdn.shop.net/sitemap.xml"]}
+
+
+@pytest.mark.parametrize(("sitemaps", "message"), [
+    ("all", "sitemaps must be one of ['off', 'robots', 'paths']"),
+    ("on", "sitemaps must be string or array"),  # YAML reads it as true
+    ("[]", "sitemaps must contain at least 1 items"),
+    ("[https://a.com/s.xml, /b.xml]", "sitemaps[1] must be an absolute http(s) URL"),
+    ("[https://a.com:99999/s.xml]", "sitemaps[0] must be an absolute http(s) URL"),
+    ("{robots: true}", "sitemaps must be string or array"),
+])
+def test_a_bad_sitemaps_default_is_refused_naming_the_domain_and_field(
+        sitemaps: str, message: str) -> None:
+    with pytest.raises(DomainConfigError) as caught:
+        parse(f"domains: {{a.com: {{sitemaps: {sitemaps}}}}}")
+    assert str(caught.value) == f"domain 'a.com': {message}"
+
+
+def test_a_sitemaps_default_round_trips_is_diffed_and_survives_throttle_changes() -> None:
+    old = parse("domains: {a.com: {window: 60, hits: 10, sitemaps: robots}, "
+                "b.com: {sitemaps: off}, c.com: {sitemaps: [https://c.com/s.xml]}}")
+    assert parse(old.to_yaml()) == old
+    new = parse("domains: {a.com: {window: 60, hits: 10, sitemaps: paths}, "
+                "c.com: {sitemaps: [https://c.com/s.xml]}, d.com: {sitemaps: robots}}")
+    assert old.diff(new) == ['~ sitemaps a.com: "robots" -> "paths"',
+                             '- sitemaps b.com: "off"', '+ sitemaps d.com: "robots"']
+    changed = old.without_throttle("a.com").with_blacklisted("x.com")
+    assert changed.sitemaps == old.sitemaps
+    assert changed.to_data()["domains"]["a.com"] == {"sitemaps": "robots"}

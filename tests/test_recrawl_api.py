@@ -22,9 +22,9 @@ from scrapy_cluster.domain_config.document import frontier_domain
 from scrapy_cluster.domain_config.redis_store import read_document_if_changed
 from scrapy_cluster.domain_config.store import VersionedDocument
 from scrapy_cluster.frontier import Frontier
+from scrapy_cluster.kafka_monitor.domain_defaults import DomainDefaults
 from scrapy_cluster.kafka_monitor.loader import build_validator, plugin_classes
 from scrapy_cluster.kafka_monitor.plugins import ScraperHandler
-from scrapy_cluster.kafka_monitor.recrawl_defaults import RecrawlDefaults
 from scrapy_cluster.settings import Settings, load_settings
 
 LOGGER = logging.getLogger("test-recrawl-api")
@@ -249,13 +249,13 @@ def test_the_document_is_read_at_most_once_per_refresh_and_changes_spare_earlier
         return read_document_if_changed(redis_client, normalize, known)
 
     clock = Clock()
-    defaults = RecrawlDefaults(read, logger=LOGGER, refresh_s=5.0, clock=clock)
+    defaults = DomainDefaults(read, logger=LOGGER, refresh_s=5.0, clock=clock)
     first = [crawl("https://example.com/", "c1")]
-    assert defaults.apply(first) == 1
+    assert defaults.apply(first) == {"recrawl": 1, "sitemaps": 0}
     push(redis_url, tmp_path, "domains: {example.com: {recrawl: {interval: 120}}}")
     clock.now += 4.9
     second = [crawl("https://example.com/", "c2")]
-    assert defaults.apply(second) == 1
+    assert defaults.apply(second) == {"recrawl": 1, "sitemaps": 0}
     assert (reads, second[0]["recrawl"]["interval"]) == ([-1], 60)  # not read again yet
     clock.now += 0.2
     third = [crawl("https://example.com/", "c3")]
@@ -263,8 +263,9 @@ def test_the_document_is_read_at_most_once_per_refresh_and_changes_spare_earlier
     assert (reads, third[0]["recrawl"]["interval"]) == ([-1, 1], 120)
     assert (first[0]["recrawl"]["interval"], second[0]["recrawl"]["interval"]) == (60, 60)
     clock.now += 10
-    defaults.apply([crawl("https://example.com/", "c4", recrawl={"interval": 5})])
-    assert reads == [-1, 1]  # every request has its own: nothing to look up
+    defaults.apply([crawl("https://example.com/", "c4", recrawl={"interval": 5},
+                          sitemaps="off")])
+    assert reads == [-1, 1]  # every request has its own fields: nothing to look up
     defaults.apply([crawl("https://example.com/", "c5")])
     assert reads == [-1, 1, 2]
     assert read_document_if_changed(redis_client, normalize, 2) is None

@@ -212,7 +212,7 @@ def test_the_page_and_its_static_files_are_served(rest: str) -> None:
     form = httpx.get(rest + "/ui/static/crawl_form.js")
     assert (form.status_code, form.text) == (200, (STATIC / "crawl_form.js").read_text())
     assert page.text.index("/static/crawl_form.js") < page.text.index("/static/dashboard.js")
-    for name in RECRAWL_INPUTS:
+    for name in (*RECRAWL_INPUTS, *SITEMAP_INPUTS):
         assert f'name="{name}"' in page.text, name
 
 
@@ -221,11 +221,13 @@ def test_the_page_and_its_static_files_are_served(rest: str) -> None:
 STATIC = Path(tables.__file__).parent / "static"
 RECRAWL_INPUTS = ("recrawl_interval", "recrawl_min", "recrawl_max", "recrawl_until_in",
                   "recrawl_max_cycles", "recrawl_links", "recrawl_not_modified", "recrawl_estimate")
+SITEMAP_INPUTS = ("sitemaps", "sitemap_urls", "sitemap_any_host")
 NOW_S = 1_900_000_000.5
 FORM = {"url": " https://example.com/ ", "appid": "dashboard", "crawlid": "", "spiderid": "link",
         "maxdepth": "1", "priority": "5", "expires_in": "", "recrawl_interval": "",
         "recrawl_min": "", "recrawl_max": "", "recrawl_until_in": "", "recrawl_max_cycles": "",
-        "recrawl_links": True, "recrawl_not_modified": "item", "recrawl_estimate": False}
+        "recrawl_links": True, "recrawl_not_modified": "item", "recrawl_estimate": False,
+        "sitemaps": "", "sitemap_urls": "", "sitemap_any_host": False}
 
 
 def form_request(values: dict[str, Any]) -> Any:
@@ -277,6 +279,36 @@ def test_the_crawl_form_adds_a_recrawl_only_when_one_is_asked_for(
     ({"recrawl_min": "60"}, "adaptive re-crawl needs both min and max"),
 ])
 def test_the_crawl_form_refuses_an_incomplete_recrawl(inputs: dict[str, Any], error: str) -> None:
+    assert form_request({**FORM, **inputs}) == {"error": error}
+
+
+@pytest.mark.parametrize(("inputs", "added"), [
+    ({}, {}),
+    ({"sitemaps": "robots"}, {"sitemaps": "robots"}),
+    ({"sitemaps": "paths", "sitemap_any_host": True},
+     {"sitemaps": "paths", "sitemap_any_host": True}),
+    ({"sitemap_urls": " https://example.com/a.xml\n\nhttps://cdn.example.net/b.xml.gz "
+                      "https://example.com/a.xml\n"},
+     {"sitemaps": ["https://example.com/a.xml", "https://cdn.example.net/b.xml.gz"]}),
+    ({"sitemap_urls": "\n  \n"}, {}),
+])
+def test_the_crawl_form_adds_sitemaps_only_when_asked_for(
+        inputs: dict[str, Any], added: dict[str, Any]) -> None:
+    request = form_request({**FORM, **inputs})
+    assert request == {**CRAWL_ONLY, **added}
+    settings = load_settings("kafka-monitor", environ={})
+    match = build_validator(plugin_classes(settings), settings).match(request)
+    assert isinstance(match, Accepted), match  # the API takes what the form sends
+
+
+@pytest.mark.parametrize(("inputs", "error"), [
+    ({"sitemaps": "robots", "sitemap_urls": "https://example.com/a.xml"},
+     "give sitemap URLs or a sitemaps mode, not both"),
+    ({"sitemap_urls": " ".join(f"https://example.com/{n}.xml" for n in range(101))},
+     "at most 100 sitemap URLs"),
+])
+def test_the_crawl_form_refuses_conflicting_or_too_many_sitemaps(
+        inputs: dict[str, Any], error: str) -> None:
     assert form_request({**FORM, **inputs}) == {"error": error}
 
 

@@ -75,9 +75,11 @@ class CompiledSchema:
             names = [name for branch in error.rule_definition for name in branch["required"]]
             return f"{field or 'request'} must have {' or '.join(names)}"
         if error.rule == "pattern" and field:
-            described = self.definition.get("properties", {}).get(field, {}).get("description")
+            described = _description(error.definition)
             if described:
-                return f"{field} must be {described}"
+                name = error.name or ""
+                where = name[len("data."):] if name.startswith("data.") else field
+                return f"{where} must be {described}"
         if text.startswith("data."):
             return text[len("data."):]
         if text.startswith("data "):
@@ -136,6 +138,13 @@ def _copy(message: Mapping[str, Any]) -> dict[str, Any]:
     """A copy the schema may fill defaults into: nested objects (``recrawl``) are copied too."""
     return {key: _copy(value) if isinstance(value, dict) else value
             for key, value in message.items()}
+
+
+def _description(definition: Any) -> str | None:
+    """The ``description`` of the schema a failed pattern belongs to (``url``, an item of
+    ``sitemaps``)."""
+    described = definition.get("description") if isinstance(definition, dict) else None
+    return described if isinstance(described, str) else None
 
 
 def _only_required(branches: Any) -> bool:

@@ -13,12 +13,16 @@
       news.example:
         recrawl:          # optional: the re-crawl schedule of crawls seeded on this domain
           interval: 3600  #   (the crawl request's ``recrawl`` object, docs/api.md)
+        sitemaps: paths   # optional: the crawl request's ``sitemaps`` (off, robots, paths,
+                          #   or a list of sitemap URLs)
 
-A domain entry carries a throttle (``window`` and ``hits``), a ``recrawl`` default, or both. The
-``recrawl`` default is given to a crawl request whose seed URL is on the domain and which has
-no ``recrawl`` of its own, when the Kafka Monitor accepts it; a later change of the default does
-not change crawls already submitted. It is validated as the request's field is, except that an
-``until`` already past is kept (the document stays readable; such a default is no longer given).
+A domain entry carries a throttle (``window`` and ``hits``), request defaults (``recrawl``,
+``sitemaps``), or both. A default is given to a crawl request whose seed URL is on the domain
+and which has no such field of its own, when the Kafka Monitor accepts it; a later change of the
+default does not change crawls already submitted. Each is validated as the request's field is,
+except that a ``recrawl`` whose ``until`` already passed is kept (the document stays readable;
+such a default is no longer given), and that ``sitemaps: off`` (which YAML reads as false) is
+``"off"``.
 
 Domains are matched as the frontier keys its queues: by **registered domain** (tldextract, the
 bundled public-suffix list). ``www.example.com``, ``http://example.com:8080/`` and
@@ -43,6 +47,7 @@ import orjson
 import yaml
 
 from scrapy_cluster.api import recrawl as recrawl_api
+from scrapy_cluster.api import sitemaps as sitemaps_api
 from scrapy_cluster.errors import DomainConfigError
 from scrapy_cluster.frontier.codec import DomainExtractor
 from scrapy_cluster.frontier.config import DomainThrottle
@@ -50,6 +55,10 @@ from scrapy_cluster.frontier.config import DomainThrottle
 TOP_LEVEL_KEYS = frozenset({"blacklist", "domains"})
 DOMAIN_KEYS = frozenset({"window", "hits", "scale", "moderated"})
 RECRAWL_KEY = "recrawl"
+SITEMAPS_KEY = "sitemaps"
+DEFAULT_KEYS = (RECRAWL_KEY, SITEMAPS_KEY)
+"""A domain entry's crawl-request defaults (fields of the crawl request of the same name)."""
+ENTRY_FIELDS = "window, hits, scale, moderated, recrawl, sitemaps"
 Normalize = Callable[[str], str]
 
 
@@ -70,12 +79,14 @@ def frontier_domain(extractor: DomainExtractor | None = None) -> Normalize:
 
 @dataclass(frozen=True)
 class DomainDocument:
-    """Throttle overrides by domain, the blacklisted domains and the re-crawl defaults by
-    domain (``recrawl`` objects, defaults filled in), all by normalized domain."""
+    """Throttle overrides by domain, the blacklisted domains, the re-crawl defaults by domain
+    (``recrawl`` objects, defaults filled in) and the sitemaps defaults by domain (a mode or a
+    list of URLs), all by normalized domain."""
 
     throttles: Mapping[str, DomainThrottle] = field(default_factory=dict)
     blacklist: frozenset[str] = frozenset()
     recrawls: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    sitemaps: Mapping[str, str | list[str]] = field(default_factory=dict)
 
     @classmethod
     def from_yaml(cls, text: str, normalize: Normalize) -> DomainDocument:
@@ -97,14 +108,18 @@ class DomainDocument:
         if unknown:
             raise DomainConfigError(f"unknown top-level key(s): {', '.join(unknown)} "
                                     "(allowed: blacklist, domains)")
-        throttles, recrawls = _domains(data.get("domains"), normalize)
+        throttles, defaults = _domains(data.get("domains"), normalize)
         return cls(throttles=throttles, blacklist=_blacklist(data.get("blacklist"), normalize),
-                   recrawls=recrawls)
+                   recrawls=defaults[RECRAWL_KEY], sitemaps=defaults[SITEMAPS_KEY])
+
+    def defaults(self, key: str) -> Mapping[str, Any]:
+        """The defaults by domain of one crawl-request field (one of ``DEFAULT_KEYS``)."""
+        return {RECRAWL_KEY: self.recrawls, SITEMAPS_KEY: self.sitemaps}[key]
 
     def to_data(self) -> dict[str, Any]:
         """Plain data for YAML or JSON, domains sorted."""
         domains = {}
-        for name in sorted(set(self.throttles) | set(self.recrawls)):
+        for name in sorted(set(self.throttles) | set(self.recrawls) | set(self.sitemaps)):
             entry: dict[str, Any] = {}
             throttle = self.throttles.get(name)
             if throttle is not None:
@@ -113,8 +128,9 @@ class DomainDocument:
                     entry["scale"] = throttle.scale
                 if throttle.moderated is not None:
                     entry["moderated"] = throttle.moderated
-            if name in self.recrawls:
-                entry[RECRAWL_KEY] = _plain(self.recrawls[name])
+            for key in DEFAULT_KEYS:
+                if name in self.defaults(key):
+                    entry[key] = _plain(self.defaults(key)[name])
             domains[name] = entry
         return {"blacklist": sorted(self.blacklist), "domains": domains}
 
@@ -126,7 +142,7 @@ class DomainDocument:
         return dataclasses.replace(self, throttles={**self.throttles, domain: throttle})
 
     def without_throttle(self, domain: str) -> DomainDocument:
-        """The domain's throttle removed (its re-crawl default, if any, stays)."""
+        """The domain's throttle removed (its request defaults, if any, stay)."""
         return dataclasses.replace(self, throttles={k: v for k, v in self.throttles.items()
                                                     if k != domain})
 
@@ -159,26 +175,30 @@ class DomainDocument:
                 lines.append(f"- domain {name}: {_describe(old)} (back to the default)")
             else:
                 lines.append(f"~ domain {name}: {_describe(old)} -> {_describe(new)}")
-        return lines + self._recrawl_diff(newer)
+        for key in DEFAULT_KEYS:
+            lines += self._defaults_diff(key, newer)
+        return lines
 
-    def _recrawl_diff(self, newer: DomainDocument) -> list[str]:
+    def _defaults_diff(self, key: str, newer: DomainDocument) -> list[str]:
+        """``+ recrawl a.com: {...}``, ``~ sitemaps a.com: "robots" -> "paths"``, ..."""
+        ours, theirs = self.defaults(key), newer.defaults(key)
         lines = []
-        for name in sorted(set(self.recrawls) | set(newer.recrawls)):
-            old, new = self.recrawls.get(name), newer.recrawls.get(name)
+        for name in sorted(set(ours) | set(theirs)):
+            old, new = ours.get(name), theirs.get(name)
             if old == new:
                 continue
             if old is None:
-                lines.append(f"+ recrawl {name}: {_describe_recrawl(new)}")
+                lines.append(f"+ {key} {name}: {_describe_default(new)}")
             elif new is None:
-                lines.append(f"- recrawl {name}: {_describe_recrawl(old)}")
+                lines.append(f"- {key} {name}: {_describe_default(old)}")
             else:
-                lines.append(f"~ recrawl {name}: {_describe_recrawl(old)} -> "
-                             f"{_describe_recrawl(new)}")
+                lines.append(f"~ {key} {name}: {_describe_default(old)} -> "
+                             f"{_describe_default(new)}")
         return lines
 
 
-def _describe_recrawl(recrawl: Mapping[str, Any] | None) -> str:
-    return orjson.dumps(recrawl, option=orjson.OPT_SORT_KEYS).decode()
+def _describe_default(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def _plain(value: Any) -> Any:
@@ -208,15 +228,16 @@ def _blacklist(raw: Any, normalize: Normalize) -> frozenset[str]:
 
 
 def _domains(raw: Any, normalize: Normalize) -> tuple[dict[str, DomainThrottle],
-                                                      dict[str, Mapping[str, Any]]]:
-    """The ``domains`` section: throttles and re-crawl defaults by normalized domain."""
+                                                      dict[str, dict[str, Any]]]:
+    """The ``domains`` section: throttles by normalized domain, and the defaults of each of
+    ``DEFAULT_KEYS`` by normalized domain."""
+    defaults: dict[str, dict[str, Any]] = {key: {} for key in DEFAULT_KEYS}
     if raw is None:
-        return {}, {}
+        return {}, defaults
     if not isinstance(raw, Mapping):
-        raise DomainConfigError("domains: must be a mapping of domain name to "
-                                "{window, hits, scale, moderated, recrawl}")
+        raise DomainConfigError(f"domains: must be a mapping of domain name to "
+                                f"{{{ENTRY_FIELDS}}}")
     throttles: dict[str, DomainThrottle] = {}
-    recrawls: dict[str, Mapping[str, Any]] = {}
     named_by: dict[str, str] = {}
     for name, entry in raw.items():
         if not isinstance(name, str):
@@ -226,27 +247,30 @@ def _domains(raw: Any, normalize: Normalize) -> tuple[dict[str, DomainThrottle],
             raise DomainConfigError(f"domains: {named_by[domain]!r} and {name!r} both name "
                                     f"{domain!r} (domains are matched by registered domain)")
         named_by[domain] = name
-        throttle_entry, recrawl = _split_entry(name, entry)
+        throttle_entry, given = _split_entry(name, entry)
         if throttle_entry is not None:
             throttles[domain] = domain_throttle(name, throttle_entry)
-        if recrawl is not None:
-            recrawls[domain] = domain_recrawl(name, recrawl)
-    return throttles, recrawls
+        if RECRAWL_KEY in given:
+            defaults[RECRAWL_KEY][domain] = domain_recrawl(name, given[RECRAWL_KEY])
+        if SITEMAPS_KEY in given:
+            defaults[SITEMAPS_KEY][domain] = domain_sitemaps(name, given[SITEMAPS_KEY])
+    return throttles, defaults
 
 
-def _split_entry(name: str, entry: Any) -> tuple[Any, Any]:
+def _split_entry(name: str, entry: Any) -> tuple[Any, dict[str, Any]]:
     """A domain entry's throttle part (None when it names no throttle field and has a
-    ``recrawl``) and its ``recrawl`` (None when absent)."""
+    default) and its defaults (``DEFAULT_KEYS`` present)."""
     if not isinstance(entry, Mapping):
-        return entry, None
-    unknown = sorted(str(key) for key in entry if key not in DOMAIN_KEYS | {RECRAWL_KEY})
+        return entry, {}
+    unknown = sorted(str(key) for key in entry if key not in DOMAIN_KEYS | set(DEFAULT_KEYS))
     if unknown:
         raise DomainConfigError(f"domain {name!r}: unknown field(s) {', '.join(unknown)} "
-                                "(allowed: window, hits, scale, moderated, recrawl)")
-    if RECRAWL_KEY not in entry:
-        return entry, None
-    throttle = {key: value for key, value in entry.items() if key != RECRAWL_KEY}
-    return (throttle or None), entry[RECRAWL_KEY]
+                                f"(allowed: {ENTRY_FIELDS})")
+    given = {key: entry[key] for key in DEFAULT_KEYS if key in entry}
+    if not given:
+        return entry, given
+    throttle = {key: value for key, value in entry.items() if key not in given}
+    return (throttle or None), given
 
 
 def domain_recrawl(name: str, recrawl: Any) -> dict[str, Any]:
@@ -254,6 +278,15 @@ def domain_recrawl(name: str, recrawl: Any) -> dict[str, Any]:
     defaults filled in; ``until`` may be past (see module docstring)."""
     try:
         return recrawl_api.validated(recrawl)
+    except ValueError as exc:
+        raise DomainConfigError(f"domain {name!r}: {exc}") from exc
+
+
+def domain_sitemaps(name: str, sitemaps: Any) -> str | list[str]:
+    """One domain's sitemaps default validated as a crawl request's ``sitemaps``
+    (docs/api.md, "Sitemaps"); YAML's false (how it reads ``off``) is ``"off"``."""
+    try:
+        return sitemaps_api.validated(sitemaps_api.OFF if sitemaps is False else sitemaps)
     except ValueError as exc:
         raise DomainConfigError(f"domain {name!r}: {exc}") from exc
 

@@ -6,6 +6,8 @@ absent (ZADD NX, SET NX), and the domain document written only when the merge ch
 
 from __future__ import annotations
 
+import dataclasses
+
 import redis
 
 from scrapy_cluster import keys
@@ -66,7 +68,7 @@ def merge_documents(ours: DomainDocument, theirs: DomainDocument,
                     summary: Summary) -> DomainDocument:
     """``ours`` plus the original's throttles and blacklist; a domain both configure keeps
     ours (reported in ``summary.domain_conflicts``). Our re-crawl defaults are kept (the
-    original had none)."""
+    original had none), and so are the sitemaps defaults."""
     throttles = dict(ours.throttles)
     for domain, throttle in sorted(theirs.throttles.items()):
         if domain not in throttles:
@@ -76,7 +78,7 @@ def merge_documents(ours: DomainDocument, theirs: DomainDocument,
             summary.domain_conflicts.append(f"throttle of {domain} (the original's differs)")
     added = theirs.blacklist - ours.blacklist
     summary.domain_blacklisted += len(added)
-    return DomainDocument(throttles, ours.blacklist | added, ours.recrawls)
+    return dataclasses.replace(ours, throttles=throttles, blacklist=ours.blacklist | added)
 
 
 def import_domain_config(store: DomainConfigStore, theirs: DomainDocument, summary: Summary,

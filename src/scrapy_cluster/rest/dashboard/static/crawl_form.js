@@ -13,7 +13,22 @@ function buildCrawlRequest(values, nowS, newId) {
   if (text("expires_in")) request.expires = Math.floor(nowS) + Number(text("expires_in"));
   const recrawl = buildRecrawl(values, nowS);
   if (recrawl) request.recrawl = recrawl;
+  const sitemaps = buildSitemaps(values);
+  if (sitemaps) request.sitemaps = sitemaps;
+  if (values.sitemap_any_host === true) request.sitemap_any_host = true;
   return request;
+}
+
+// The "sitemaps" field: the chosen mode ("robots" or "paths"), or the URLs of the text box
+// (whitespace-separated, duplicates dropped), or null for neither (the field is left out, so
+// the seed domain's default applies). A mode and URLs together are refused.
+function buildSitemaps(values) {
+  const mode = String(values.sitemaps === undefined ? "" : values.sitemaps).trim();
+  const urls = [...new Set(String(values.sitemap_urls === undefined ? "" : values.sitemap_urls)
+    .split(/\s+/).filter((url) => url))];
+  if (urls.length && mode) throw new Error("give sitemap URLs or a sitemaps mode, not both");
+  if (urls.length > 100) throw new Error("at most 100 sitemap URLs");
+  return urls.length ? urls : (mode || null);
 }
 
 // The "recrawl" object, or null when neither an interval nor adaptive bounds are given (the
@@ -47,4 +62,6 @@ function buildRecrawl(values, nowS) {
   return recrawl;
 }
 
-if (typeof module !== "undefined") module.exports = { buildCrawlRequest, buildRecrawl };
+if (typeof module !== "undefined") {
+  module.exports = { buildCrawlRequest, buildRecrawl, buildSitemaps };
+}
