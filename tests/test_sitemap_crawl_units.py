@@ -412,3 +412,26 @@ def test_a_page_item_carries_its_sitemap_lastmod() -> None:
         == 1700000000
     assert item({"crawlid": "c", "sitemap_lastmod": 5})["sitemap_lastmod"] == 5
     assert "sitemap_lastmod" not in item({"crawlid": "c"})
+
+
+def test_with_recrawls_a_lastmod_page_follows_its_sitemap_and_comes_again_when_changed() -> None:
+    from scrapy_cluster.crawler.common.revisit import RecrawlPolicy, Refetch, RevisitState
+    from scrapy_cluster.crawler.common.sitemap_flow import previous_fetch_s
+
+    recrawl = {"interval": 3600}
+    stored = {**sitemap_request(f"{SITE}/shop/sitemap.xml"), "recrawl": recrawl}
+    body = urlset((f"{SITE}/shop/old.html", "2024-01-01T00:00:00Z"),
+                  (f"{SITE}/shop/new.html", "2024-01-01T02:00:00Z"), f"{SITE}/shop/plain.html")
+    first = {r["url"]: r for r in flow(stored, body).requests()}
+    # pages with a lastmod leave their own schedule to the sitemap's; the one without keeps it
+    assert [(url.rsplit("/", 1)[1], "recrawl" in r, r.get("dont_filter")) for url, r in
+            first.items()] == [("old.html", False, None), ("new.html", False, None),
+                               ("plain.html", True, None)]
+    fetched_before = 1704067200 + 3600  # 2024-01-01T01:00:00Z: the sitemap's previous fetch
+    refetch = Refetch(RecrawlPolicy.parse(recrawl), RevisitState(3600, 2), {})
+    assert previous_fetch_s(refetch, fetched_before + 3600) == fetched_before
+    assert previous_fetch_s(None, fetched_before) is None
+    again = {r["url"]: r for r in flow(stored, body, previous_fetch_s=fetched_before).requests()}
+    # changed since: queued past the dedupe; not changed: left to the dedupe (not fetched)
+    assert [(url.rsplit("/", 1)[1], r.get("dont_filter")) for url, r in again.items()] == [
+        ("old.html", None), ("new.html", True), ("plain.html", None)]

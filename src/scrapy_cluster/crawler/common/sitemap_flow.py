@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 from urllib.parse import urljoin, urlsplit
 
 from scrapy_cluster.crawler.common.link_rules import rules_for
-from scrapy_cluster.crawler.common.revisit import RETRY_STATE_FIELD
+from scrapy_cluster.crawler.common.revisit import RECRAWL_FIELD, RETRY_STATE_FIELD, Refetch
 from scrapy_cluster.crawler.common.sitemaps import (
     DEFAULT_LIMITS,
     STEP,
@@ -104,6 +104,15 @@ def host_key(url: str) -> str | None:
     return f"{parts.hostname}:{port}"
 
 
+def previous_fetch_s(refetch: Refetch | None, now_s: float) -> float | None:
+    """When a re-crawled sitemap was fetched before: now less the interval its state was
+    scheduled with (a little earlier than the real fetch when the queue held it back, so a
+    page changed in between is fetched once more rather than missed); None on a first fetch."""
+    if refetch is None or refetch.state is None:
+        return None
+    return now_s - refetch.state.interval_s
+
+
 def is_sitemap_request(stored: Mapping[str, Any]) -> bool:
     return SITEMAP_FIELD in stored
 
@@ -119,8 +128,10 @@ class SitemapFlow:
 
     def __init__(self, stored: Mapping[str, Any], *, status: int, content_type: str | None,
                  body: bytes, limits: SitemapLimits = DEFAULT_LIMITS,
-                 batch_size: int = BATCH_SIZE) -> None:
+                 batch_size: int = BATCH_SIZE, previous_fetch_s: float | None = None) -> None:
         self.stored = stored
+        self.previous_fetch_s = previous_fetch_s
+        """Re-crawls: when this sitemap was fetched before (None on its first fetch)."""
         self.status, self.content_type, self.body = status, content_type, body
         self.limits, self.batch_size = limits, batch_size
         self.funnel: Counter[str] = Counter()
@@ -258,6 +269,11 @@ class SitemapFlow:
         page = {**self._base, "url": entry.loc}
         if entry.lastmod is not None:
             lastmod = entry.lastmod
+            # with re-crawls, a page with a lastmod follows its sitemap's schedule, not one of
+            # its own: fetched again only when a re-fetched sitemap lists it changed since then
+            page.pop(RECRAWL_FIELD, None)
+            if self.previous_fetch_s is not None and lastmod > self.previous_fetch_s:
+                page["dont_filter"] = True
             page["meta"] = {**(page.get("meta") or {}),
                             LASTMOD_META: int(lastmod) if lastmod.is_integer() else lastmod}
         return page

@@ -42,7 +42,7 @@ from scrapy_cluster.crawler.common import items
 from scrapy_cluster.crawler.common import revisit as recrawl
 from scrapy_cluster.crawler.common.funnel import ROBOTS_MESSAGE, FunnelCounter
 from scrapy_cluster.crawler.common.response_stats import NO_RESPONSE
-from scrapy_cluster.crawler.common.sitemap_flow import SITEMAP_FIELD, SitemapFlow
+from scrapy_cluster.crawler.common.sitemap_flow import SITEMAP_FIELD, SitemapFlow, previous_fetch_s
 from scrapy_cluster.crawler.fast.async_lease_book import AsyncLeaseBook
 from scrapy_cluster.crawler.fast.domain_hooks import Politeness
 from scrapy_cluster.crawler.fast.extract import Extractor
@@ -340,7 +340,8 @@ class PageProcessor:
         if verdict is None or not verdict.not_modified:  # an unchanged sitemap is not read
             flow = SitemapFlow(stored, status=response.status,
                                content_type=last_header(response.headers, "Content-Type"),
-                               body=response.body, limits=self.policy.sitemap_limits)
+                               body=response.body, limits=self.policy.sitemap_limits,
+                               previous_fetch_s=previous_fetch_s(refetch, self.now_s()))
             batches = iter(flow)
             offload = len(response.body) > OFFLOAD_EXTRACT_BYTES
             while (batch := await asyncio.to_thread(next, batches, None) if offload

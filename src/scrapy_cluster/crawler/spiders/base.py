@@ -34,7 +34,11 @@ from scrapy_cluster.crawler.common import revisit as recrawl
 from scrapy_cluster.crawler.common.items import headers_to_dict
 from scrapy_cluster.crawler.common.link_rules import PageLinks
 from scrapy_cluster.crawler.common.resolution import cluster_settings
-from scrapy_cluster.crawler.common.sitemap_flow import SitemapFlow, limits_from_settings
+from scrapy_cluster.crawler.common.sitemap_flow import (
+    SitemapFlow,
+    limits_from_settings,
+    previous_fetch_s,
+)
 from scrapy_cluster.crawler.common.sitemaps import DEFAULT_LIMITS, SitemapLimits
 from scrapy_cluster.crawler.funnel_hooks import funnel_for, refusal_reason
 from scrapy_cluster.crawler.middlewares import PageGivenBack, RequeuedForRetry, cluster_scheduler
@@ -161,6 +165,8 @@ class ClusterSpider(Spider):
         content_type = response.headers.get(b"Content-Type")
         flow = SitemapFlow(stored, status=response.status, body=response.body,
                            limits=self.sitemap_limits,
+                           previous_fetch_s=previous_fetch_s(
+                               response.meta.get(crawl_meta.RECRAWL_META_KEY), self.now_s()),
                            content_type=None if content_type is None
                            else content_type.decode("latin-1"))
         for batch in flow:
