@@ -195,14 +195,18 @@ def test_a_stop_ends_the_schedule(tmp_path: Path, engine: str) -> None:
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_crawler_killed_mid_cycle_loses_no_scheduled_url(tmp_path: Path, engine: str) -> None:
     cycles = 2
-    with rig(tmp_path, SLOW_SITE, MONITOR_ENV) as running:
-        victim = running.cluster.start(engine, **CRAWLER_ENV)
+    # a SLOW_SITE page takes about 2 s: the lease outlives it three times over, so only the
+    # killed crawler's leases are ever reaped (at the default 2 s a busy machine reaps a lease
+    # whose page is still downloading, and the page is fetched again and again)
+    slow_env = {**CRAWLER_ENV, "LEASE_TIMEOUT": "6"}
+    with rig(tmp_path, SLOW_SITE, {**MONITOR_ENV, "LEASE_TIMEOUT": 6}) as running:
+        victim = running.cluster.start(engine, **slow_env)
         crawlid = running.feed({"interval": INTERVAL_S, "max_cycles": cycles})
         frontier = running.cluster.frontier
         running.watch.until(lambda: frontier.crawl_info("link", APPID, crawlid).in_flight > 0,
                             "a leased page", 20)
         running.cluster.stop(victim, signal.SIGKILL)
-        running.cluster.start(engine, **CRAWLER_ENV)
+        running.cluster.start(engine, **slow_env)
         notices = running.completed(crawlid)
         items = Counter(item["url"] for _, item in running.watch.items(crawlid))
         urls = running.site.urls()
