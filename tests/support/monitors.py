@@ -35,8 +35,16 @@ MONITOR_OVERRIDES = {"BUS_BACKEND": "redis", "STATS_DUMP": 0,
 @contextmanager
 def running_monitors(cluster: Cluster, data_dir: Path) -> Iterator[dict[str, Any]]:
     """The Kafka Monitor and the Redis Monitor in threads; yields the Kafka Monitor's settings."""
-    overrides = {**MONITOR_OVERRIDES, "REDIS_URL": cluster.redis_server.url,
-                 "SC_DATA_DIR": str(data_dir)}
+    with threaded_monitors(cluster.redis_server.url, data_dir, MONITOR_OVERRIDES) as settings:
+        yield settings
+
+
+@contextmanager
+def threaded_monitors(redis_url: str, data_dir: Path,
+                      overrides: dict[str, Any]) -> Iterator[Any]:
+    """The Kafka Monitor and the Redis Monitor in threads, on ``redis_url`` with ``overrides``;
+    yields the Kafka Monitor's settings; both stopped after."""
+    overrides = {**overrides, "REDIS_URL": redis_url, "SC_DATA_DIR": str(data_dir)}
     stop = threading.Event()
     threads = []
     with ExitStack() as stack:

@@ -7,8 +7,6 @@ with), so a topic message and an access-log record can be put in order.
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,11 +17,9 @@ from typing import Any
 
 from scrapy_cluster.bus import create_bus, topics
 from scrapy_cluster.errors import BusUnavailableError
-from scrapy_cluster.kafka_monitor.app import open_monitor as open_kafka_monitor
-from scrapy_cluster.redis_monitor.app import open_monitor as open_redis_monitor
-from scrapy_cluster.settings import load_settings
 from tests.support.addresses import RECRAWL_NGINX
 from tests.support.cluster import FastCluster
+from tests.support.monitors import threaded_monitors
 from tests.support.nginx import find_nginx
 from tests.support.revisit_site import (
     LogRecord,
@@ -168,26 +164,8 @@ class Rig:
 def monitors(redis_url: str, data_dir: Path, settings: dict[str, Any]) -> Iterator[Any]:
     """The Kafka Monitor and the Redis Monitor in threads (``MONITOR_SETTINGS`` and
     ``settings``); yields the Kafka Monitor's settings."""
-    overrides = {**MONITOR_SETTINGS, **settings, "REDIS_URL": redis_url,
-                 "SC_DATA_DIR": str(data_dir)}
-    stop = threading.Event()
-    threads = []
-    with ExitStack() as stack:
-        for component, opener in (("kafka-monitor", open_kafka_monitor),
-                                  ("redis-monitor", open_redis_monitor)):
-            settings = load_settings(component, environ={}, settings_file=None,
-                                     overrides=overrides)
-            monitor = stack.enter_context(opener(settings, logging.getLogger(component)))
-            thread = threading.Thread(target=monitor.run, args=(stop.is_set,), daemon=True)
-            thread.start()
-            threads.append(thread)
-        try:
-            yield load_settings("kafka-monitor", environ={}, settings_file=None,
-                                overrides=overrides)
-        finally:
-            stop.set()
-            for thread in threads:
-                thread.join(15)
+    with threaded_monitors(redis_url, data_dir, {**MONITOR_SETTINGS, **settings}) as found:
+        yield found
 
 
 @contextmanager
