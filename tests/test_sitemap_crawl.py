@@ -22,18 +22,14 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.support.cluster import FastCluster
-from tests.support.nginx import find_nginx
-from tests.support.recrawl_rig import PREFIX, Watch, monitors
-from tests.support.revisit_site import LogRecord, RevisitNginx
-from tests.support.services import RedisServer, free_port
+from tests.support.revisit_site import LogRecord
+from tests.support.sitemap_rig import sitemap_services
 from tests.support.sitemap_site import (
     MIB,
     SitemapRules,
     SitemapSite,
     SitemapSiteConfig,
 )
-from tests.support.starting import service_unavailable, started
 
 pytestmark = pytest.mark.integration
 
@@ -53,37 +49,18 @@ class Outcome:
 
 
 def _crawl(workdir: Path, engine: str) -> Outcome:
-    binary = find_nginx()
-    if binary is None:
-        service_unavailable(RuntimeError("nginx is not installed (apt-get install nginx-light)"))
-    workdir.chmod(0o755)
-    site = SitemapSite(CONFIG, free_port(CONFIG.hosts[0]))
-    server = started(RedisServer(workdir / "redis"))
-    nginx = RevisitNginx(site, workdir / "nginx", binary=str(binary), status_port=free_port(),
-                         access_log=workdir / "access.log")
-    try:
-        with nginx, monitors(server.url, workdir / "data", {"CRAWL_COMPLETE_GRACE_S": 1.0}) \
-                as settings:
-            cluster = FastCluster(workdir, server.url, {"BUS_BACKEND": "redis",
-                                                        "KAFKA_TOPIC_PREFIX": PREFIX}, site)
-            watch = Watch(settings)
-            try:
-                cluster.start(engine, **CRAWLER_ENV)
-                crawlid = uuid.uuid4().hex[:12]
-                watch.feed({"url": site.a("/"), "appid": APPID, "crawlid": crawlid,
-                            "spiderid": "link", "maxdepth": 0, "sitemaps": "robots"})
-                watch.until(lambda: bool(watch.answers(crawlid, "complete")),
-                            "the complete notice", 120)
-                notice = watch.answers(crawlid, "complete")[0][1]
-                records = nginx.records()  # before usp reads the site too
-                funnels, _ = cluster.frontier.crawl_funnels_and_statuses("link", [crawlid])
-                notice = {**notice, "funnel": funnels[crawlid].as_dict()}
-                reference = _reference(site)
-            finally:
-                watch.close()
-                cluster.close()
-    finally:
-        server.stop()
+    with sitemap_services(workdir, CONFIG, {"CRAWL_COMPLETE_GRACE_S": 1.0}) as running:
+        site, watch, cluster = running.site, running.watch, running.cluster
+        cluster.start(engine, **CRAWLER_ENV)
+        crawlid = uuid.uuid4().hex[:12]
+        watch.feed({"url": site.a("/"), "appid": APPID, "crawlid": crawlid,
+                    "spiderid": "link", "maxdepth": 0, "sitemaps": "robots"})
+        watch.until(lambda: bool(watch.answers(crawlid, "complete")), "the complete notice", 120)
+        notice = watch.answers(crawlid, "complete")[0][1]
+        records = running.nginx.records()  # before usp reads the site too
+        funnels, _ = cluster.frontier.crawl_funnels_and_statuses("link", [crawlid])
+        notice = {**notice, "funnel": funnels[crawlid].as_dict()}
+        reference = _reference(site)
     return Outcome(site, records, notice, reference)
 
 

@@ -36,12 +36,9 @@ import redis
 
 from scrapy_cluster import keys
 from tests.support.cluster import FastCluster
-from tests.support.nginx import find_nginx
-from tests.support.recrawl_rig import PREFIX, Watch, monitors
 from tests.support.revisit_site import LogRecord, RevisitNginx
-from tests.support.services import RedisServer, free_port
+from tests.support.sitemap_rig import sitemap_services
 from tests.support.sitemap_site import MIB, SitemapRules, SitemapSite, SitemapSiteConfig
-from tests.support.starting import service_unavailable, started
 
 pytestmark = pytest.mark.integration
 
@@ -147,37 +144,20 @@ def _kill_mid_sitemap(cluster: FastCluster, nginx: RevisitNginx, site: SitemapSi
 
 
 def _crawl(workdir: Path, engine: str) -> Outcome:
-    binary = find_nginx()
-    if binary is None:
-        service_unavailable(RuntimeError("nginx is not installed (apt-get install nginx-light)"))
-    workdir.chmod(0o755)
-    site = SitemapSite(CONFIG, free_port(CONFIG.hosts[0]))
-    server = started(RedisServer(workdir / "redis"))
-    nginx = RevisitNginx(site, workdir / "nginx", binary=str(binary), status_port=free_port(),
-                         access_log=workdir / "access.log")
-    try:
-        with nginx, monitors(server.url, workdir / "data", MONITOR_ENV) as settings:
-            cluster = FastCluster(workdir, server.url, {"BUS_BACKEND": "redis",
-                                                        "KAFKA_TOPIC_PREFIX": PREFIX}, site)
-            watch = Watch(settings)
-            try:
-                cluster.start(engine, **CRAWLER_ENV)
-                crawlid = uuid.uuid4().hex[:12]
-                watch.feed({"url": site.a("/"), "appid": APPID, "crawlid": crawlid,
-                            "spiderid": "link", "maxdepth": 0, "sitemaps": "robots",
-                            "deny_regex": [DENY]})
-                kill = _kill_mid_sitemap(cluster, nginx, site, crawlid)
-                cluster.start(engine, **CRAWLER_ENV)
-                watch.until(lambda: bool(watch.answers(crawlid, "complete")),
-                            "the complete notice", WAIT_S)
-                watch.watch(float(MONITOR_ENV["CRAWL_COMPLETE_GRACE_S"]) + 2.0)
-                notices = len(watch.answers(crawlid, "complete"))
-                records = nginx.records()
-            finally:
-                watch.close()
-                cluster.close()
-    finally:
-        server.stop()
+    with sitemap_services(workdir, CONFIG, MONITOR_ENV) as running:
+        site, watch, cluster = running.site, running.watch, running.cluster
+        cluster.start(engine, **CRAWLER_ENV)
+        crawlid = uuid.uuid4().hex[:12]
+        watch.feed({"url": site.a("/"), "appid": APPID, "crawlid": crawlid,
+                    "spiderid": "link", "maxdepth": 0, "sitemaps": "robots",
+                    "deny_regex": [DENY]})
+        kill = _kill_mid_sitemap(cluster, running.nginx, site, crawlid)
+        cluster.start(engine, **CRAWLER_ENV)
+        watch.until(lambda: bool(watch.answers(crawlid, "complete")),
+                    "the complete notice", WAIT_S)
+        watch.watch(float(MONITOR_ENV["CRAWL_COMPLETE_GRACE_S"]) + 2.0)
+        notices = len(watch.answers(crawlid, "complete"))
+        records = running.nginx.records()
     return Outcome(site, records, kill, notices)
 
 
