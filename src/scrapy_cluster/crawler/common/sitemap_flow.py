@@ -126,14 +126,17 @@ class SitemapFlow:
     field -> n) and ``logs`` the lines to log; ``result`` is the parser's (None for a
     robots.txt or a body not read)."""
 
+    batch_size = BATCH_SIZE
+    """Most requests per batch (a class attribute: a test may set it on an instance)."""
+
     def __init__(self, stored: Mapping[str, Any], *, status: int, content_type: str | None,
                  body: bytes, limits: SitemapLimits = DEFAULT_LIMITS,
-                 batch_size: int = BATCH_SIZE, previous_fetch_s: float | None = None) -> None:
+                 previous_fetch_s: float | None = None) -> None:
         self.stored = stored
         self.previous_fetch_s = previous_fetch_s
         """Re-crawls: when this sitemap was fetched before (None on its first fetch)."""
         self.status, self.content_type, self.body = status, content_type, body
-        self.limits, self.batch_size = limits, batch_size
+        self.limits = limits
         self.funnel: Counter[str] = Counter()
         self.logs: list[LogLine] = []
         self.result: SitemapResult | None = None
